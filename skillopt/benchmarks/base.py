@@ -1,0 +1,105 @@
+"""The Benchmark seam: tasks with deterministic splits, workspace preparation, scoring."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Split = Literal["train", "val", "test", "all"]
+SPLITS: tuple[str, ...] = ("train", "val", "test", "all")
+
+
+class Task(BaseModel):
+    """One benchmark item. `reference` and `hidden` never reach the agent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    prompt: str
+    kind: Literal["qa", "code", "swe"] = "qa"
+    choices: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()  # accepted answers (reference)
+    context: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)  # relative path -> content, visible to the agent
+    metadata: dict[str, Any] = Field(default_factory=dict)  # visible facts (subject, repo, ...)
+    hidden: dict[str, Any] = Field(default_factory=dict)  # tests, gold patches: never in the workspace
+
+    @property
+    def reference(self) -> str:
+        return " | ".join(self.answers)
+
+
+class Score(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    hard: float  # 0 or 1
+    soft: float  # 0..1
+    feedback: str = ""
+
+
+class RolloutOutput(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str = ""  # final answer text
+    patch: str | None = None  # for coding tasks: the workspace diff
+
+
+class SplitSizes(BaseModel):
+    """How many tasks go to each split; `None` for test means 'the rest'."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seed: int = 0
+    train: int = 20
+    val: int = 20
+    test: int | None = 50
+
+
+def assign_splits(ids: Sequence[str], sizes: SplitSizes) -> dict[str, list[str]]:
+    """The one function that assigns task ids to splits: deterministic from the seed.
+
+    The order of `ids` does not matter (they are sorted first), so adding a task file
+    line does not reshuffle unrelated tasks more than needed.
+    """
+    ordered = sorted(ids)
+    random.Random(sizes.seed).shuffle(ordered)
+    n_train = min(sizes.train, len(ordered))
+    n_val = min(sizes.val, len(ordered) - n_train)
+    rest = ordered[n_train + n_val :]
+    test = rest if sizes.test is None else rest[: sizes.test]
+    return {
+        "train": ordered[:n_train],
+        "val": ordered[n_train : n_train + n_val],
+        "test": test,
+        "all": list(ordered),
+    }
+
+
+def data_hash(tasks: Sequence[Task]) -> str:
+    """A short hash of task content, so runs can detect that benchmark data changed."""
+    h = hashlib.sha256()
+    for t in sorted(tasks, key=lambda t: t.id):
+        h.update(t.model_dump_json().encode())
+    return h.hexdigest()[:16]
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """A named set of tasks with a scorer.
+
+    `tasks` returns the tasks of a split (deterministic). `prepare` writes what the agent may
+    see into the workspace and never the hidden data. `score` never raises for a bad answer:
+    it returns a zero `Score` with feedback; it raises only for a broken benchmark.
+    """
+
+    name: str
+
+    def tasks(self, split: Split) -> Sequence[Task]: ...
+
+    def prepare(self, task: Task, ws: Path) -> None: ...
+
+    async def score(self, task: Task, out: RolloutOutput, ws: Path) -> Score: ...

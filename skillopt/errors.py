@@ -1,0 +1,49 @@
+"""Exceptions that end work. The CLI turns `BadInput` into one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class SkilloptError(Exception):
+    """Base class for errors skillopt raises on purpose."""
+
+
+class BadInput(SkilloptError):
+    """A user mistake: bad flag, unknown name, malformed file, missing key.
+
+    The message is one line saying what is wrong, where, and what to do.
+    """
+
+
+class MissingExtra(BadInput):
+    """An optional dependency is not installed."""
+
+    def __init__(self, what: str, extra: str, module: str | None = None):
+        hint = f'pip install "skillopt[{extra}]"'
+        super().__init__(f"{what} needs the '{extra}' extra ({module or extra} is not installed): run {hint}")
+        self.extra = extra
+
+
+class ModelCallError(SkilloptError):
+    """A model call failed after its last retry."""
+
+
+class BudgetExceeded(SkilloptError):
+    """A budget limit was reached; the run stops at the next safe point with state saved."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Interrupted(SkilloptError):
+    """The run was asked to stop (SIGINT, stop file); state is saved."""
+
+
+def require(module: str, what: str, extra: str):
+    """Import an optional dependency lazily, or raise `MissingExtra` naming the pip install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtra(what, extra, module) from e

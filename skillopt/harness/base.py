@@ -1,0 +1,70 @@
+"""The Harness seam: run one task with one skill on one target model, return a Rollout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillopt.benchmarks.base import RolloutOutput, Task
+from skillopt.models.spec import ModelSpec
+from skillopt.skill import Skill
+from skillopt.traces.events import TraceEvent
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    max_tokens: int = 1024  # per model reply
+    timeout_s: float = 300.0  # whole rollout
+    max_turns: int = 20
+    stop: tuple[str, ...] = ()
+    temperature: float | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None  # None: price unknown (never shown as $0)
+    calls: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        cost = None if self.cost_usd is None and other.cost_usd is None else (
+            (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        )
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=cost,
+            calls=self.calls + other.calls,
+        )
+
+
+class Rollout(BaseModel):
+    """What a harness returns. `error` is set when the agent or model failed; never raised."""
+
+    task_id: str
+    output: RolloutOutput = Field(default_factory=RolloutOutput)
+    trace: list[TraceEvent] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    duration_s: float = 0.0
+    error: str | None = None
+    raw_log: str | None = None  # the harness's native log (stream-json, exec --json), if any
+
+
+@runtime_checkable
+class Harness(Protocol):
+    """Runs a target agent on a task.
+
+    `run` never raises because the agent or the model failed: it returns a `Rollout` with
+    `error` set. It raises only for programming errors. `apis` names the wire APIs the
+    harness needs from the target's server (checked before any rollout).
+    """
+
+    name: str
+    apis: frozenset[str]
+
+    async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout: ...
