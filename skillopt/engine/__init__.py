@@ -1,0 +1,1 @@
+"""The training loop, rollout scheduling (async, cached, budgeted) and resume."""

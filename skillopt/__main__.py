@@ -1,0 +1,3 @@
+from skillopt.cli.main import main
+
+main()

@@ -1,0 +1,124 @@
+"""Benchmark registry: `@benchmark("name")` on a factory; built-ins register like plugins.
+
+A factory is `(sizes: SplitSizes, **options) -> Benchmark`. Third-party packages register theirs
+under the entry-point group `skillopt.benchmarks`: the entry point's module is imported (its
+decorators register), or, when the entry point names a callable that did not register itself, that
+callable is registered under the entry point's name. A path to a `.jsonl` file is a benchmark too
+(the generic QA format, see `skillopt.benchmarks.qa`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from skillopt.benchmarks.base import Benchmark, SplitSizes
+from skillopt.errors import BadInput
+
+ENTRY_POINT_GROUP = "skillopt.benchmarks"
+Factory = Callable[..., Benchmark]
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    name: str
+    factory: Factory
+    description: str = ""
+    size: int | None = None  # number of tasks, when known without loading them
+    origin: str = "builtin"  # "builtin" or the plugin's distribution / entry point
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The factory's options and their defaults (`sizes` excluded)."""
+        params = list(inspect.signature(self.factory).parameters.values())[1:]
+        return {p.name: (None if p.default is inspect.Parameter.empty else p.default)
+                for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+_REGISTRY: dict[str, BenchmarkInfo] = {}
+_plugins_loaded = False
+
+
+def benchmark(name: str, description: str = "", size: int | None = None, origin: str = "builtin"):
+    """Register a benchmark factory under `name` (a later registration of the same name wins)."""
+
+    def register(factory: Factory) -> Factory:
+        _REGISTRY[name] = BenchmarkInfo(name, factory, description, size, origin)
+        return factory
+
+    return register
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _REGISTRY:
+            continue
+        try:
+            loaded = ep.load()
+        except Exception as e:  # a broken plugin must not break the built-ins
+            warnings.warn(f"benchmark plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=2)
+            continue
+        if ep.name not in _REGISTRY and callable(loaded) and not inspect.ismodule(loaded):
+            _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, ep.value)
+
+
+def _builtins() -> None:
+    import skillopt.benchmarks.builtin  # noqa: F401  (registers the built-ins)
+
+
+def is_jsonl_path(name_or_path: str | Path) -> bool:
+    return str(name_or_path).endswith(".jsonl") or Path(name_or_path).suffix == ".jsonl"
+
+
+def benchmark_info(name: str) -> BenchmarkInfo:
+    """The registration of a benchmark name; unknown names list the known ones."""
+    _builtins()
+    if name not in _REGISTRY:
+        _load_plugins()
+    if name not in _REGISTRY:
+        raise BadInput(f"unknown benchmark {name!r}: choose one of {', '.join(sorted(_REGISTRY))}, "
+                       "or give the path of a .jsonl file")
+    return _REGISTRY[name]
+
+
+def list_benchmarks() -> list[BenchmarkInfo]:
+    """Every registered benchmark (built-ins and plugins), by name; loads no data."""
+    _builtins()
+    _load_plugins()
+    return sorted(_REGISTRY.values(), key=lambda b: b.name)
+
+
+def _check_options(info: BenchmarkInfo, options: dict[str, Any]) -> None:
+    params = inspect.signature(info.factory).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    unknown = sorted(set(options) - set(info.options))
+    if unknown:
+        known = ", ".join(info.options) or "none"
+        raise BadInput(f"benchmark {info.name!r} has no option {', '.join(map(repr, unknown))}: "
+                       f"its options are {known}")
+
+
+def get_benchmark(name_or_path: str | Path, sizes: SplitSizes | None = None, **options: Any) -> Benchmark:
+    """The one function that turns a benchmark name or a `.jsonl` path (plus options) into a benchmark."""
+    sizes = sizes or SplitSizes()
+    if is_jsonl_path(name_or_path):
+        from skillopt.benchmarks.qa import jsonl_benchmark
+
+        unknown = sorted(set(options) - {"scorer", "max_answer_tokens"})
+        if unknown:
+            raise BadInput(f"a .jsonl benchmark has no option {', '.join(map(repr, unknown))}: "
+                           "its options are scorer, max_answer_tokens")
+        return jsonl_benchmark(name_or_path, sizes, **options)
+    info = benchmark_info(str(name_or_path))
+    _check_options(info, options)
+    return info.factory(sizes, **options)

@@ -1,0 +1,84 @@
+"""The root Typer app. User mistakes become one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from skillopt import __version__
+from skillopt.errors import BadInput, SkilloptError
+
+console = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)
+
+
+class _Group(TyperGroup):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BadInput as e:
+            console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+            raise typer.Exit(2) from None
+        except SkilloptError as e:
+            console.print(f"[bold red]error:[/] {e}")
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            console.print("interrupted")
+            raise typer.Exit(130) from None
+
+
+def new_app(help: str) -> typer.Typer:
+    return typer.Typer(cls=_Group, help=help, no_args_is_help=True, add_completion=False,
+                       rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+app = new_app("skillopt: train agent skills (SKILL.md) with rollouts, reflection and gated edits.")
+
+
+class Globals:
+    runs_dir: Path = Path("runs")
+    config: Path | None = None
+    verbose: bool = False
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"skillopt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Folder holding runs and skillopt.db."),
+    config: Path = typer.Option(None, "--config", help="YAML config file (for run and eval)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="More output."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    Globals.runs_dir, Globals.config, Globals.verbose = runs_dir, config, verbose
+
+
+def load_env() -> dict[str, str]:
+    """The CLI edge reads the environment (and a .env file in the working folder) once."""
+    import os
+
+    from dotenv import dotenv_values
+
+    values = {k: v for k, v in dotenv_values(".env").items() if v is not None} if Path(".env").exists() else {}
+    return {**values, **os.environ}
+
+
+def fail(message: str) -> None:
+    raise BadInput(message)
+
+
+def main() -> None:
+    from skillopt.cli import commands  # noqa: F401  (registers every command group)
+
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

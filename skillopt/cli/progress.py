@@ -1,0 +1,85 @@
+"""Rich progress bars and the final table, fed by engine events."""
+
+from __future__ import annotations
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from skillopt.cli.app import console, out
+from skillopt.engine.events import Event, Note, PhaseStarted, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
+from skillopt.store.records import RunSummary, SplitScore
+
+
+class ProgressView:
+    def __init__(self, verbose: bool = False):
+        self.verbose = verbose
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=True)
+        self.task = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            verb = "resuming" if event.resumed else "run"
+            console.print(f"{verb} {event.run_id}")
+            self.progress.start()
+        elif isinstance(event, PhaseStarted):
+            if self.task is not None:
+                self.progress.remove_task(self.task)
+            self.task = self.progress.add_task(event.name, total=event.total)
+        elif isinstance(event, RolloutDone) and self.task is not None:
+            self.progress.advance(self.task)
+        elif isinstance(event, VersionSaved) and event.gate is not None:
+            g = event.gate
+            mark = "[green]accept[/]" if g.accepted else "[red]reject[/]"
+            self.progress.console.print(f"  gate {event.version.label}: {mark} - {g.reason}")
+        elif isinstance(event, StepDone):
+            m = event.metrics
+            self.progress.console.print(
+                f"step {m['step']} (epoch {m['epoch'] + 1}): train {m['train_hard']:.3f}, "
+                f"{m.get('proposed', 0)} proposed, {m.get('selected', 0)} selected, "
+                f"decision {m.get('decision') or 'none'}, val {_f(m.get('val'))}")
+        elif isinstance(event, Note):
+            self.progress.console.print(f"  {event.text}")
+        elif isinstance(event, RunFinished):
+            self.progress.stop()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _score(s: SplitScore | None) -> str:
+    return "-" if s is None else f"{s.hard:.3f} (n={s.n})"
+
+
+def cost_text(cost: float | None, tokens: int) -> str:
+    if cost is None:
+        return "unknown"
+    return f"${cost:.4f}" if tokens else "$0"
+
+
+def print_summary(s: RunSummary) -> None:
+    table = Table(title=f"{s.run_id}  ({s.status})")
+    table.add_column("skill")
+    table.add_column("version")
+    table.add_column("val")
+    table.add_column("test")
+    for role in ("seed", "best", "final"):
+        sc = s.scores.get(role, {})
+        label = "baseline" if role == "seed" else role
+        table.add_row(label, f"v{s.versions.get(role, 0):03d}", _score(sc.get("val")), _score(sc.get("test")))
+    out.print(table)
+    out.print(f"candidates accepted {s.candidates_accepted}, rejected {s.candidates_rejected}; "
+              f"edits accepted {s.edits_accepted}, rejected {s.edits_rejected}; steps {s.steps}")
+    usage = Table(title="usage by role")
+    for col in ("role", "calls", "cached", "tokens in", "tokens out", "cost"):
+        usage.add_column(col)
+    for role, t in sorted(s.meter.roles.items()):
+        usage.add_row(role, str(t.calls), str(t.cached_calls), str(t.input_tokens), str(t.output_tokens),
+                      cost_text(t.cost_usd, t.input_tokens + t.output_tokens))
+    out.print(usage)
+    if s.stop_reason:
+        out.print(f"stopped: {s.stop_reason} (resume with: skillopt run --resume {s.run_id})")

@@ -1,0 +1,61 @@
+"""Score one skill on one split, as an evaluation run (reusing rollouts the source run already paid for)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from skillopt.benchmarks import get_benchmark
+from skillopt.config import RunConfig, redacted
+from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
+from skillopt.engine.loop import split_score
+from skillopt.engine.rollouts import RolloutRunner
+from skillopt.engine.run import _harness, _limits, make_models, resolve_specs, rollout_salt
+from skillopt.models import Budget, Meter, ProviderEnv
+from skillopt.store.index import RunIndex
+from skillopt.store.records import RunState, RunSummary, SplitScore, now
+from skillopt.store.refs import SkillRef
+from skillopt.store.run import RunStore, new_run_id
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    run_id: str
+    score: SplitScore
+    cached: int
+
+
+def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
+                   listeners: list[Listener]) -> EvalResult:
+    specs = resolve_specs(cfg, env, need_optimizer=False)
+    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
+    store = RunStore.create(runs_dir, cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
+    config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
+    store.write_config(config)
+    v = store.add_version(ref.skill, parent=None, origin=f"manual ({ref.label})", status="manual")
+    meter = Meter(Budget(**cfg.budget.model_dump()))
+    models = make_models(cfg, env, meter, None)
+    emit = Emitter(listeners)
+    runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
+                           meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens)
+    if ref.run is not None:  # reuse what the source run already scored
+        runner.cache.update({r.key: r for r in ref.run.rollouts()})
+    emit(RunStarted(store.run_id, config, resumed=False))
+    emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.train.trials))
+    records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.train.trials))
+    score = split_score(records)
+    store.write_state(RunState(run_id=store.run_id, status="finished", fingerprint=cfg.fingerprint(),
+                               meter=meter.snapshot()))
+    summary = RunSummary(run_id=store.run_id, status="finished", benchmark=cfg.benchmark, harness=cfg.harness,
+                         target_model=cfg.target_model, optimizer_model="", versions={"seed": 0, "best": 0, "final": 0},
+                         scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
+    store.write_summary(summary)
+    index = RunIndex(runs_dir / "skillopt.db")
+    index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
+    index.upsert_version(store.run_id, v)
+    for r in records:
+        index.add_rollout(store.run_id, r)
+    index.close()
+    return EvalResult(store.run_id, score, runner.cache_hits)

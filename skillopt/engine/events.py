@@ -1,0 +1,65 @@
+"""Typed events the engine emits. Progress bars, metrics, the SQLite index listen to them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Union
+
+from skillopt.optimizer.types import GateDecision
+from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+    config: dict[str, Any]
+    resumed: bool
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    name: str  # "baseline val", "step 3 rollouts", "gate v004", "test v000"
+    total: int
+
+
+@dataclass(frozen=True)
+class RolloutDone:
+    record: RolloutRecord
+    cached: bool
+
+
+@dataclass(frozen=True)
+class VersionSaved:
+    version: SkillVersion
+    gate: GateDecision | None = None
+
+
+@dataclass(frozen=True)
+class StepDone:
+    step: int
+    epoch: int
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    summary: RunSummary
+
+
+Event = Union[RunStarted, PhaseStarted, RolloutDone, VersionSaved, StepDone, Note, RunFinished]
+Listener = Callable[[Event], None]
+
+
+class Emitter:
+    def __init__(self, listeners: list[Listener] | None = None):
+        self.listeners = list(listeners or [])
+
+    def __call__(self, event: Event) -> None:
+        for fn in self.listeners:
+            fn(event)

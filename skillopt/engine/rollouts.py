@@ -1,0 +1,96 @@
+"""Rollout scheduling: async with bounded concurrency, cached by key, budgeted, persisted at once."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.engine.events import Emitter, RolloutDone
+from skillopt.harness.base import Harness, Limits, Rollout
+from skillopt.harness.workspace import workspace
+from skillopt.models.meter import Meter
+from skillopt.models.spec import ModelSpec
+from skillopt.skill import Skill
+from skillopt.store.records import RolloutRecord
+from skillopt.store.run import RunStore
+from skillopt.traces.summary import summarize
+
+
+def rollout_key(skill_sha: str, task: Task, harness: str, target: ModelSpec, trial: int, salt: str) -> str:
+    """The cache key: skill, task (content), harness, target model, trial, and the config that matters."""
+    task_hash = hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
+    payload = json.dumps([skill_sha, task.id, task_hash, harness, str(target), trial, salt])
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class RolloutRunner:
+    """Runs (skill, task, trial) rollouts; each finished rollout is appended to rollouts.jsonl
+    before anything else happens, so an interrupted run never pays for it again."""
+
+    def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
+                 limits: Limits, meter: Meter, emit: Emitter, concurrency: int, salt: str,
+                 summary_tokens: int = 400):
+        self.store, self.harness, self.benchmark = store, harness, benchmark
+        self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
+        self.salt = salt
+        self.summary_tokens = summary_tokens
+        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
+        self.cache_hits = 0
+
+    async def run_many(self, skill: Skill, version: int, tasks: Sequence[Task], split: str,
+                       trials: int = 1) -> list[RolloutRecord]:
+        jobs = [self.run_one(skill, version, t, split, k) for t in tasks for k in range(trials)]
+        # In-flight rollouts finish and are saved even when the budget runs out meanwhile.
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return list(results)  # type: ignore[arg-type]
+
+    async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int) -> RolloutRecord:
+        key = rollout_key(skill.sha, task, self.harness.name, self.target, trial, self.salt)
+        if key in self.cache:
+            self.cache_hits += 1
+            rec = self.cache[key]
+            self.emit(RolloutDone(rec, cached=True))
+            return rec
+        async with self._sem:
+            if key in self.cache:  # a twin job finished while this one waited
+                return self.cache[key]
+            self.meter.check()  # a safe point: nothing is in flight for this rollout yet
+            self.meter.count_rollout()
+            rec = await self._execute(skill, version, task, split, trial, key)
+        self.cache[key] = rec
+        self.store.append_rollout(rec)
+        self.emit(RolloutDone(rec, cached=False))
+        return rec
+
+    async def _execute(self, skill: Skill, version: int, task: Task, split: str, trial: int,
+                       key: str) -> RolloutRecord:
+        skill_dir = getattr(self.harness, "skill_dir", None)
+        with workspace(task, skill, self.benchmark, skill_dir, root=self.store.root / "work") as ws:
+            rollout = await self._guarded_run(task, skill, ws)
+            score = await self.benchmark.score(task, rollout.output, ws)
+        trace_file = self.store.write_trace(task.id, key, rollout.trace, rollout.raw_log)
+        return RolloutRecord(
+            key=key, task_id=task.id, split=split, version=version, skill_sha=skill.sha,
+            harness=self.harness.name, model=str(self.target), trial=trial,
+            hard=score.hard, soft=score.soft, feedback=score.feedback, output=rollout.output.text,
+            patch=rollout.output.patch, summary=summarize(rollout.trace, rollout.error, self.summary_tokens),
+            input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
+            cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
+            trace_file=trace_file,
+        )
+
+    async def _guarded_run(self, task: Task, skill: Skill, ws: Path) -> Rollout:
+        """The harness contract says it never raises for agent failure; enforce the timeout too."""
+        try:
+            return await asyncio.wait_for(
+                self.harness.run(task, skill, ws, self.target, self.limits), self.limits.timeout_s + 30)
+        except asyncio.TimeoutError:
+            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s")

@@ -1,0 +1,78 @@
+"""Harness registry: `@harness("name")` on a factory; built-ins register like plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from skillopt.errors import BadInput
+from skillopt.harness.base import Harness
+from skillopt.models.router import Models
+from skillopt.models.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class HarnessContext:
+    """What a harness factory gets: the model router and the harness's options."""
+
+    models: Models
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HarnessInfo:
+    name: str
+    factory: Callable[[HarnessContext], Harness]
+    description: str
+    apis: frozenset[str]  # wire APIs the target server must speak; empty: any provider works
+
+
+_REGISTRY: dict[str, HarnessInfo] = {}
+
+
+def harness(name: str, description: str = "", apis: frozenset[str] = frozenset()):
+    def register(factory: Callable[[HarnessContext], Harness]):
+        _REGISTRY[name] = HarnessInfo(name, factory, description, apis)
+        return factory
+
+    return register
+
+
+def _load_plugins() -> None:
+    for ep in entry_points(group="skillopt.harnesses"):
+        if ep.name not in _REGISTRY:
+            ep.load()
+
+
+def harness_info(name: str) -> HarnessInfo:
+    import skillopt.harness.builtin  # noqa: F401  (registers built-ins)
+
+    if name not in _REGISTRY:
+        _load_plugins()
+    if name not in _REGISTRY:
+        raise BadInput(f"unknown harness {name!r}: choose one of {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def list_harnesses() -> list[HarnessInfo]:
+    import skillopt.harness.builtin  # noqa: F401
+
+    _load_plugins()
+    return sorted(_REGISTRY.values(), key=lambda h: h.name)
+
+
+def make_harness(name: str, ctx: HarnessContext) -> Harness:
+    return harness_info(name).factory(ctx)
+
+
+def check_compatible(harness_name: str, target: ModelSpec) -> None:
+    """The one function that decides whether a harness can drive a target; fails before rollouts."""
+    info = harness_info(harness_name)
+    if info.apis and not (info.apis & target.apis):
+        need = " or ".join(sorted(info.apis))
+        raise BadInput(
+            f"harness {harness_name!r} needs a server that speaks the {need} API, and {target.provider} "
+            f"targets speak only {', '.join(sorted(target.apis))}: pick another --target_model or --harness"
+        )

@@ -1,0 +1,180 @@
+"""Provider clients. The seam is one method: `complete(spec, request) -> ChatResponse`.
+
+A provider raises `TransientError` for what a retry may fix (429, 5xx, connection, timeout)
+and `ModelCallError` for what it will not (bad request, auth). Retries live in the router.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from skillopt.errors import BadInput, ModelCallError
+from skillopt.models.spec import ModelSpec
+from skillopt.models.types import ChatRequest, ChatResponse, ProviderEnv
+
+
+class TransientError(Exception):
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Provider(Protocol):
+    async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse: ...
+
+
+def _retry_after(err: Any) -> float | None:
+    try:
+        value = err.response.headers.get("retry-after")
+        return float(value) if value else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def _classify(err: Exception, status: int | None, spec: ModelSpec) -> Exception:
+    if status is None or status == 429 or status >= 500 or status in (408, 409):
+        return TransientError(f"{spec}: {type(err).__name__}: {_short(err)}", _retry_after(err))
+    return ModelCallError(f"{spec}: HTTP {status}: {_short(err)}")
+
+
+def _short(err: Exception) -> str:
+    return str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+
+
+class OpenAIProvider:
+    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers."""
+
+    def __init__(self, env: ProviderEnv, timeout_s: float, base_url_for: Any = None):
+        self.env = env
+        self.timeout_s = timeout_s
+        self._base_url_for = base_url_for  # callable(spec) -> base url, for local servers
+        self._clients: dict[str, Any] = {}
+
+    def _client(self, spec: ModelSpec):
+        import openai
+
+        base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
+        key = f"{spec.provider}|{base}"
+        if key in self._clients:
+            return self._clients[key]
+        if spec.provider == "azure":
+            client = openai.AsyncAzureOpenAI(
+                azure_endpoint=base or self.env.azure_openai_endpoint or "",
+                api_key=self.env.azure_openai_api_key or None,
+                azure_ad_token_provider=None if self.env.azure_openai_api_key else _azure_token_provider(),
+                api_version=self.env.azure_openai_api_version,
+                max_retries=0, timeout=self.timeout_s,
+            )
+        else:
+            api_key = {
+                "openai": self.env.openai_api_key,
+                "vllm": self.env.vllm_api_key,
+            }.get(spec.provider) or "not-needed"
+            if spec.provider == "openai" and not base:
+                base = self.env.openai_base_url
+            client = openai.AsyncOpenAI(base_url=base, api_key=api_key, max_retries=0, timeout=self.timeout_s)
+        self._clients[key] = client
+        return client
+
+    async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse:
+        import openai
+
+        kwargs: dict[str, Any] = {
+            "model": spec.model,
+            "messages": [{"role": m.role, "content": m.content} for m in req.messages],
+        }
+        if req.max_tokens:
+            # OpenAI's own reasoning models take max_completion_tokens; servers take max_tokens.
+            key = "max_completion_tokens" if spec.provider in ("openai", "azure") else "max_tokens"
+            kwargs[key] = req.max_tokens
+        if req.temperature is not None:
+            kwargs["temperature"] = req.temperature
+        if req.stop:
+            kwargs["stop"] = list(req.stop)
+        if req.seed is not None:
+            kwargs["seed"] = req.seed
+        if req.json_schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": req.schema_name, "schema": req.json_schema},
+            }
+        t0 = time.monotonic()
+        try:
+            r = await self._client(spec).chat.completions.create(**kwargs)
+        except openai.APIStatusError as e:
+            raise _classify(e, e.status_code, spec) from e
+        except (openai.APIConnectionError, openai.APITimeoutError) as e:
+            raise TransientError(f"{spec}: cannot reach the server: {_short(e)}") from e
+        choice = r.choices[0] if r.choices else None
+        text = (choice.message.content or "") if choice else ""
+        extra = {}
+        for field in ("prompt_token_ids",):
+            if getattr(r, field, None) is not None:
+                extra[field] = getattr(r, field)
+        return ChatResponse(
+            text=text,
+            input_tokens=getattr(r.usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(r.usage, "completion_tokens", 0) or 0,
+            latency_s=time.monotonic() - t0,
+            finish_reason=choice.finish_reason if choice else None,
+            extra=extra,
+        )
+
+
+def _azure_token_provider():
+    try:
+        from azure.identity import AzureCliCredential, get_bearer_token_provider  # type: ignore
+    except ImportError as e:
+        raise BadInput(
+            "azure: set AZURE_OPENAI_API_KEY, or pip install azure-identity to use the Azure CLI credential"
+        ) from e
+    return get_bearer_token_provider(AzureCliCredential(), "https://cognitiveservices.azure.com/.default")
+
+
+class AnthropicProvider:
+    """Anthropic Messages (also any server that speaks it, through `@base_url`)."""
+
+    def __init__(self, env: ProviderEnv, timeout_s: float):
+        self.env = env
+        self.timeout_s = timeout_s
+        self._clients: dict[str, Any] = {}
+
+    def _client(self, spec: ModelSpec):
+        import anthropic
+
+        base = spec.base_url or self.env.anthropic_base_url
+        if base not in self._clients:
+            self._clients[base or ""] = anthropic.AsyncAnthropic(
+                api_key=self.env.anthropic_api_key or "not-needed", base_url=base,
+                max_retries=0, timeout=self.timeout_s,
+            )
+        return self._clients[base or ""]
+
+    async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse:
+        import anthropic
+
+        system = req.system
+        messages = [{"role": m.role, "content": m.content} for m in req.messages if m.role != "system"]
+        kwargs: dict[str, Any] = {"model": spec.model, "messages": messages, "max_tokens": req.max_tokens or 4096}
+        if system:
+            kwargs["system"] = system
+        if req.temperature is not None:
+            kwargs["temperature"] = req.temperature
+        if req.stop:
+            kwargs["stop_sequences"] = list(req.stop)
+        t0 = time.monotonic()
+        try:
+            r = await self._client(spec).messages.create(**kwargs)
+        except anthropic.APIStatusError as e:
+            raise _classify(e, e.status_code, spec) from e
+        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as e:
+            raise TransientError(f"{spec}: cannot reach the server: {_short(e)}") from e
+        text = "".join(getattr(b, "text", "") for b in r.content if getattr(b, "type", "") == "text")
+        return ChatResponse(
+            text=text,
+            input_tokens=r.usage.input_tokens or 0,
+            output_tokens=r.usage.output_tokens or 0,
+            latency_s=time.monotonic() - t0,
+            finish_reason=r.stop_reason,
+        )

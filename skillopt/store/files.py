@@ -1,0 +1,79 @@
+"""Crash-safe file writes. Every file under a run goes through these.
+
+Whole files are written atomically (temp file in the same folder, fsync, rename). Append-only
+logs (`*.jsonl`) append one complete line per record and fsync; a torn last line (power loss
+mid-write) is ignored on read, so a log never holds a half record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+_append_lock = threading.Lock()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    if isinstance(data, BaseModel):
+        text = data.model_dump_json(indent=2)
+    else:
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    atomic_write_text(path, text + "\n")
+
+
+def append_jsonl(path: Path, record: BaseModel | dict) -> None:
+    line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _append_lock:
+        fresh = not path.exists()
+        with open(path, "a", encoding="utf-8") as f:
+            if not fresh and _ends_without_newline(path):
+                f.write("\n")  # seal a torn line so the next record stays parseable
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _ends_without_newline(path: Path) -> bool:
+    size = path.stat().st_size
+    if size == 0:
+        return False
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1) != b"\n"
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    """Yield the complete records of an append-only log, skipping torn lines."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue

@@ -1,0 +1,108 @@
+"""`runs/skillopt.db`: a SQLite index across runs. The schema evolves by append-only migrations."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+
+Migration = tuple[str, Callable[[sqlite3.Connection], None]]
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    db.executescript("""
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY, created_at REAL, status TEXT, benchmark TEXT, harness TEXT,
+        target_model TEXT, optimizer_model TEXT, config_json TEXT, summary_json TEXT, path TEXT
+    );
+    CREATE TABLE skill_versions (
+        run_id TEXT, version INTEGER, parent INTEGER, sha TEXT, origin TEXT, status TEXT,
+        step INTEGER, val_score REAL, gate_json TEXT, created_at REAL,
+        PRIMARY KEY (run_id, version)
+    );
+    CREATE TABLE rollouts (
+        run_id TEXT, key TEXT, task_id TEXT, split TEXT, version INTEGER, skill_sha TEXT,
+        harness TEXT, model TEXT, trial INTEGER, hard REAL, soft REAL, input_tokens INTEGER,
+        output_tokens INTEGER, cost_usd REAL, duration_s REAL, error TEXT, created_at REAL,
+        PRIMARY KEY (run_id, key)
+    );
+    CREATE INDEX rollouts_by_sha ON rollouts (skill_sha, task_id);
+    """)
+
+
+def _m002_data_hash(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE runs ADD COLUMN data_hash TEXT")
+
+
+MIGRATIONS: list[Migration] = [
+    ("001_initial", _m001_initial),
+    ("002_data_hash", _m002_data_hash),
+]
+
+
+class RunIndex:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.migrate()
+
+    def migrate(self) -> None:
+        with self._lock, self.db:
+            self.db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+            done = {r[0] for r in self.db.execute("SELECT name FROM _migrations")}
+            for name, fn in MIGRATIONS:
+                if name not in done:
+                    fn(self.db)
+                    self.db.execute("INSERT INTO _migrations VALUES (?, strftime('%s','now'))", (name,))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def upsert_run(self, run_id: str, path: Path, config: dict, status: str, created_at: float,
+                   summary: RunSummary | None = None, data_hash: str | None = None) -> None:
+        with self._lock, self.db:
+            self.db.execute(
+                """INSERT INTO runs (run_id, created_at, status, benchmark, harness, target_model,
+                   optimizer_model, config_json, summary_json, path, data_hash)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id) DO UPDATE SET status=excluded.status,
+                   summary_json=COALESCE(excluded.summary_json, runs.summary_json),
+                   data_hash=COALESCE(excluded.data_hash, runs.data_hash)""",
+                (run_id, created_at, status, config.get("benchmark"), config.get("harness"),
+                 config.get("target_model"), config.get("optimizer_model"), json.dumps(config),
+                 summary.model_dump_json() if summary else None, str(path), data_hash),
+            )
+
+    def upsert_version(self, run_id: str, v: SkillVersion, gate: dict | None = None) -> None:
+        with self._lock, self.db:
+            self.db.execute(
+                """INSERT INTO skill_versions VALUES (?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id, version) DO UPDATE SET status=excluded.status,
+                   val_score=excluded.val_score, gate_json=COALESCE(excluded.gate_json, skill_versions.gate_json)""",
+                (run_id, v.version, v.parent, v.sha, v.origin, v.status, v.step, v.val_score,
+                 json.dumps(gate) if gate else None, v.created_at),
+            )
+
+    def add_rollout(self, run_id: str, r: RolloutRecord) -> None:
+        with self._lock, self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, r.model, r.trial,
+                 r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s, r.error,
+                 r.created_at),
+            )
+
+    def runs(self) -> list[sqlite3.Row]:
+        self.db.row_factory = sqlite3.Row
+        return list(self.db.execute("SELECT * FROM runs ORDER BY created_at"))
+
+    def versions(self, run_id: str) -> list[sqlite3.Row]:
+        self.db.row_factory = sqlite3.Row
+        return list(self.db.execute("SELECT * FROM skill_versions WHERE run_id=? ORDER BY version", (run_id,)))

@@ -1,0 +1,169 @@
+"""End to end through the real CLI against the scripted fake server (chat harness).
+
+The fake target answers correctly only when its system prompt holds the rule; the fake
+optimizer first proposes a useless edit, then, once that was rejected and it has seen the
+failures, the rule. The run must reject the first, accept the second, and report the gain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+
+RULE = "Secret codes are ZETA- followed by the item number."
+USELESS = "Be concise and polite."
+
+
+def code_tasks(n: int) -> list[dict]:
+    return [{"id": f"item-{i:02d}", "question": f"What is the secret code of item {i}?", "answer": f"ZETA-{i}"}
+            for i in range(n)]
+
+
+class Scripted:
+    """Target + optimizer behaviour, with counters of answered calls."""
+
+    def __init__(self, hang_after_target_calls: int | None = None):
+        self.lock = threading.Lock()
+        self.target_calls: list[tuple[str, str]] = []
+        self.optimizer_calls: list[str] = []
+        self.hang_after = hang_after_target_calls
+        self.release = threading.Event()
+        self.hung = threading.Event()
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return self.optimizer(user, reflect=True)
+        if "Rewrite the skill below" in user:
+            return self.optimizer(user, reflect=False)
+        return self.target(req)
+
+    def target(self, req: FakeRequest) -> FakeReply:
+        with self.lock:
+            if self.hang_after is not None and len(self.target_calls) >= self.hang_after:
+                self.hung.set()
+                hang = True
+            else:
+                hang = False
+                self.target_calls.append((req.system, req.last_user_text))
+        if hang:
+            self.release.wait(60)
+            return FakeReply(text="Answer: too late")
+        m = re.search(r"item (\d+)", req.last_user_text)
+        if RULE in req.system and m:
+            return FakeReply(text=f"The code follows the rule.\nAnswer: ZETA-{m.group(1)}")
+        return FakeReply(text="I do not know the code.\nAnswer: unknown")
+
+    def optimizer(self, prompt: str, reflect: bool) -> FakeReply:
+        with self.lock:
+            self.optimizer_calls.append(prompt)
+        if not reflect:
+            body = prompt.split("```markdown", 1)[1].split("```", 1)[0].strip()
+            return FakeReply(text=json.dumps({"body": body + "\n\nKeep answers short."}))
+        if USELESS in prompt and "rejected earlier" in prompt and "FAILED task" in prompt:
+            edit = {"op": "add", "anchor": "Answer format", "text": RULE, "rationale": "codes follow a pattern",
+                    "evidence": re.findall(r"FAILED task (\S+)", prompt)}
+        else:
+            edit = {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}
+        return FakeReply(text=json.dumps({"analysis": "looked at failures", "edits": [edit]}))
+
+
+def _run_args(data: Path, url: str, run_id: str, **extra: str) -> list[str]:
+    args = ["run", "--benchmark", str(data), "--harness", "chat",
+            "--target_model", f"openai-compatible:fake-target@{url}",
+            "--optimizer_model", f"openai-compatible:fake-opt@{url}",
+            "--run-id", run_id, "--epochs", "2", "--batch-size", "4", "--train-size", "4",
+            "--val-size", "4", "--test-size", "4", "--concurrency", "2",
+            "--set", "models.retry_base_delay_s=0.01"]
+    for k, v in extra.items():
+        args += [f"--{k.replace('_', '-')}", v]
+    return args
+
+
+def test_two_epoch_run_accepts_the_rule_and_rejects_the_useless_edit(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    script = Scripted()
+    with FakeModelServer(script) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "codes"), cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    run = tmp_path / "runs" / "codes"
+    index = [json.loads(x) for x in (run / "skills" / "index.jsonl").read_text().splitlines()]
+    final = {v["version"]: v for v in index}
+    statuses = {v: final[v]["status"] for v in final}
+    texts = {v: (run / "skills" / f"v{v:03d}.md").read_text() for v in final}
+    useless = [v for v in final if USELESS in texts[v] and RULE not in texts[v]]
+    ruled = [v for v in final if RULE in texts[v] and final[v]["origin"].startswith("step")]
+    assert useless and all(statuses[v] == "rejected" for v in useless)
+    assert ruled and statuses[ruled[0]] == "accepted" and final[ruled[0]]["parent"] == 0
+    gate = json.loads((run / "steps" / "0002" / "gate.json").read_text())
+    assert gate["accepted"] and gate["wins"] == 4 and gate["incumbent_score"] == 0.0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["seed"]["val"]["hard"] == 0.0
+    assert summary["scores"]["best"]["val"]["hard"] == 1.0
+    assert summary["scores"]["best"]["test"]["hard"] == 1.0 and summary["scores"]["seed"]["test"]["hard"] == 0.0
+    assert RULE in (run / "best_skill.md").read_text()
+    assert "baseline" in r.stdout and "best" in r.stdout
+    # the SQLite index holds every version with its parent and gate evidence
+    db = sqlite3.connect(tmp_path / "runs" / "skillopt.db")
+    rows = db.execute("SELECT version, parent, status, gate_json FROM skill_versions WHERE run_id='codes'").fetchall()
+    assert len(rows) == len(final)
+    by_v = {v: (p, s, g) for v, p, s, g in rows}
+    assert by_v[ruled[0]][1] == "accepted" and json.loads(by_v[ruled[0]][2])["wins"] == 4
+    assert by_v[useless[0]][1] == "rejected" and json.loads(by_v[useless[0]][2])["accepted"] is False
+    # the test split was never shown to the optimizer
+    test_ids = {json.loads(line)["task_id"] for line in (run / "rollouts.jsonl").read_text().splitlines()
+                if json.loads(line)["split"] == "test"}
+    assert test_ids and not any(t in p for t in test_ids for p in script.optimizer_calls)
+
+
+def test_killed_run_resumes_without_paying_any_rollout_twice(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    script = Scripted(hang_after_target_calls=9)  # baseline (4) + step-1 batch (4) + 1 into the gate
+    env = cli_env(tmp_path)
+    with FakeModelServer(script) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "skillopt", *_run_args(data, srv.openai_url, "codes")],
+                                cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert script.hung.wait(120), "the run never reached the hanging call"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        script.hang_after = None
+        first_calls = list(script.target_calls)
+        script.release.set()
+        r = run_cli(["run", "--resume", "codes"], cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr + r.stdout
+    answered = script.target_calls
+    assert len(answered) > len(first_calls)
+    assert len(answered) == len(set(answered)), "a target call was paid twice"
+    assert len(script.optimizer_calls) == len(set(script.optimizer_calls)), "an optimizer call was paid twice"
+    run = tmp_path / "runs" / "codes"
+    keys = [json.loads(x)["key"] for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == len(answered)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["scores"]["best"]["val"]["hard"] == 1.0
+
+
+def test_budget_stops_cleanly_and_resume_continues(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    env = cli_env(tmp_path)
+    with FakeModelServer(Scripted()) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "codes", max_rollouts="6"), cwd=tmp_path, env=env)
+        assert r.returncode == 0, r.stderr
+        assert "rollout budget reached" in r.stdout + r.stderr
+        state = json.loads((tmp_path / "runs" / "codes" / "state.json").read_text())
+        assert state["status"] == "stopped" and state["meter"]["rollouts"] == 6
+        r2 = run_cli(["run", "--resume", "codes", "--max-rollouts", "1000"], cwd=tmp_path, env=env)
+    assert r2.returncode == 0, r2.stderr
+    assert json.loads((tmp_path / "runs" / "codes" / "summary.json").read_text())["status"] == "finished"
