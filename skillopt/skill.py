@@ -1,18 +1,142 @@
-"""The Skill document: YAML front matter (name, description) + Markdown body.
+"""The Skill document: YAML front matter (`name`, `description`, anything else) + a Markdown body.
 
-MINIMAL PLACEHOLDER: being completed (sections, protected regions, token cap).
+A `Skill` is immutable. `render()` is canonical (name, description, then the other keys sorted;
+body without leading blank lines or trailing whitespace), so `Skill.parse(s.render()) == s` and
+`sha` (sha256 of the rendered document) names a version.
+
+The body may hold protected regions that the optimizer must not edit:
+
+    <!-- skillopt:protected -->
+    End your reply with `Answer: <letter>`.
+    <!-- /skillopt:protected -->
+
+`protected_spans()` gives their offsets (markers included); `strip_markers()` removes the marker
+comments (keeping what they enclose) for export.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skillopt.errors import BadInput
+
+NAME_MAX = 64
+DESCRIPTION_MAX = 1024
+CHARS_PER_TOKEN = 4  # rough estimate for English prose and Markdown with common tokenizers
+
+OPEN_MARKER = "<!-- skillopt:protected -->"
+CLOSE_MARKER = "<!-- /skillopt:protected -->"
+MARKER_RE = re.compile(r"<!--\s*(/?)skillopt:protected\s*-->")
+
+_NAME_RE = re.compile(r"[a-z0-9-]+")
+_HEADING_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_DELIM_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_CLOSE_DELIM_RE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+
+
+class Section(BaseModel):
+    """A Markdown section: its heading line up to the next heading of the same or a higher level.
+
+    Offsets index into `Skill.body`: `start` is the heading line, `content_start` the line after
+    it, `end` the start of the next such heading (or the end of the body).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str
+    level: int
+    start: int
+    content_start: int
+    end: int
+    text: str
+
+    @property
+    def heading(self) -> str:
+        return f"{'#' * self.level} {self.title}"
+
+
+def normalize_body(body: str) -> str:
+    """The canonical body: LF line ends, no leading blank lines, no trailing whitespace."""
+    body = body.replace("\r\n", "\n").replace("\r", "\n")
+    return re.sub(r"\A(?:[ \t]*\n)+", "", body).rstrip()
+
+
+def validate_name(name: str) -> list[str]:
+    """Problems with a skill name (Agent Skills rules); empty when it is fine."""
+    problems = []
+    if not name:
+        return ["name is empty"]
+    if len(name) > NAME_MAX:
+        problems.append(f"name has {len(name)} characters (at most {NAME_MAX})")
+    if not _NAME_RE.fullmatch(name):
+        problems.append("name may hold only lowercase letters, digits and hyphens")
+    if name.startswith("-") or name.endswith("-") or "--" in name:
+        problems.append("name may not start or end with a hyphen or hold '--'")
+    return problems
+
+
+def validate_description(text: str) -> list[str]:
+    """Problems with a skill description; empty when it is fine."""
+    if not text.strip():
+        return ["description is empty"]
+    if len(text) > DESCRIPTION_MAX:
+        return [f"description has {len(text)} characters (at most {DESCRIPTION_MAX})"]
+    return []
+
+
+def find_sections(body: str) -> list[Section]:
+    """ATX headings (`#` .. `######`) outside fenced code blocks, as nested sections."""
+    heads: list[tuple[int, int, int, str]] = []  # (start, content_start, level, title)
+    fence: str | None = None
+    pos = 0
+    for line in body.splitlines(keepends=True):
+        bare = line.rstrip("\n")
+        f = _FENCE_RE.match(bare)
+        if fence is None and f:
+            fence = f.group(1)
+        elif fence is not None:
+            if f and f.group(1)[0] == fence[0] and len(f.group(1)) >= len(fence) and not bare[f.end():].strip():
+                fence = None
+        elif h := _HEADING_RE.fullmatch(bare):
+            title = re.sub(r"[ \t]+#+$", "", (h.group(2) or "")).strip()
+            heads.append((pos, pos + len(line), len(h.group(1)), title))
+        pos += len(line)
+    out = []
+    for i, (start, content_start, level, title) in enumerate(heads):
+        end = next((h[0] for h in heads[i + 1:] if h[2] <= level), len(body))
+        out.append(Section(title=title, level=level, start=start, content_start=content_start,
+                           end=end, text=body[start:end]))
+    return out
+
+
+def find_protected(body: str) -> tuple[list[tuple[int, int]], str | None]:
+    """Protected spans (markers included) and a problem when the markers do not pair up.
+
+    An opening marker never closed protects everything after it (fail safe).
+    """
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    problem = None
+    for m in MARKER_RE.finditer(body):
+        closing = m.group(1) == "/"
+        if not closing and opened is None:
+            opened = m.start()
+        elif closing and opened is not None:
+            spans.append((opened, m.end()))
+            opened = None
+        else:
+            problem = problem or f"unpaired protected marker at line {body.count(chr(10), 0, m.start()) + 1}"
+    if opened is not None:
+        spans.append((opened, len(body)))
+        problem = problem or f"protected region opened at line {body.count(chr(10), 0, opened) + 1} is never closed"
+    return spans, problem
 
 
 class Skill(BaseModel):
@@ -23,40 +147,117 @@ class Skill(BaseModel):
     body: str
     extra: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("name", "description")
     @classmethod
-    def parse(cls, text: str, source: str = "<skill>") -> "Skill":
-        if not text.startswith("---"):
-            raise BadInput(f"{source}: a SKILL.md must start with YAML front matter ('---')")
-        parts = text.split("---", 2)
-        if len(parts) < 3:
-            raise BadInput(f"{source}: front matter is not closed by '---'")
-        meta = yaml.safe_load(parts[1]) or {}
-        name = meta.pop("name", None)
-        desc = meta.pop("description", None)
-        if not name or not desc:
-            raise BadInput(f"{source}: front matter needs 'name' and 'description'")
-        return cls(name=str(name), description=str(desc), body=parts[2].lstrip("\n"), extra=meta)
+    def _stripped(cls, v: str) -> str:
+        return v.strip()
+
+    @field_validator("body")
+    @classmethod
+    def _canonical_body(cls, v: str) -> str:
+        return normalize_body(v)
+
+    # ---- reading and writing ------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | Path) -> "Skill":
+    def parse(cls, text: str, source: str = "<skill>") -> Skill:
+        """Parse a SKILL.md document; `BadInput` (one line naming `source`) when malformed."""
+        text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+        first = _DELIM_RE.match(text)
+        if not first:
+            raise BadInput(f"{source}: a SKILL.md must start with YAML front matter (a first line '---')")
+        close = _CLOSE_DELIM_RE.search(text, first.end() + 1)
+        if not close:
+            raise BadInput(f"{source}: front matter is not closed by a '---' line")
+        meta = _load_front_matter(text[first.end():close.start()], source)
+        name, desc = (_meta_text(meta.pop(k, None), k, source) for k in ("name", "description"))
+        body = text[close.end():]
+        _, problem = find_protected(body)
+        if problem:
+            raise BadInput(f"{source}: {problem}")
+        return cls(name=name, description=desc, body=body, extra=meta)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Skill:
+        """Read a SKILL.md file (or a folder holding one)."""
         p = Path(path)
+        if p.is_dir():
+            p = p / "SKILL.md"
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except OSError as e:
-            raise BadInput(f"cannot read skill file {p}: {e.strerror}") from e
+            raise BadInput(f"cannot read skill file {p}: {e.strerror or type(e).__name__}") from e
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadInput(f"{p}: not UTF-8 text (bad byte at offset {e.start})") from e
         return cls.parse(text, source=str(p))
 
     def render(self) -> str:
-        meta = {"name": self.name, "description": self.description, **self.extra}
+        """The canonical document: front matter (name, description, other keys sorted), body."""
+        meta = {"name": self.name, "description": self.description,
+                **{k: self.extra[k] for k in sorted(self.extra)}}
         fm = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000).strip()
-        return f"---\n{fm}\n---\n\n{self.body.strip()}\n"
+        return f"---\n{fm}\n---\n\n{self.body}\n" if self.body else f"---\n{fm}\n---\n"
 
     @property
     def sha(self) -> str:
         return hashlib.sha256(self.render().encode("utf-8")).hexdigest()
 
-    def with_body(self, body: str) -> "Skill":
-        return self.model_copy(update={"body": body})
+    @property
+    def short_sha(self) -> str:
+        return self.sha[:12]
+
+    def with_body(self, body: str) -> Skill:
+        """A new skill with `body` (normalized), same front matter."""
+        return Skill(name=self.name, description=self.description, body=body, extra=dict(self.extra))
+
+    # ---- structure ----------------------------------------------------------------------------
+
+    def sections(self) -> list[Section]:
+        return find_sections(self.body)
+
+    def protected_spans(self) -> list[tuple[int, int]]:
+        """(start, end) offsets into `body` of each protected region, its two markers included."""
+        return find_protected(self.body)[0]
+
+    def strip_markers(self) -> Skill:
+        """The skill without skillopt's marker comments (their content kept), for export."""
+        body = re.sub(r"^[ \t]*" + MARKER_RE.pattern + r"[ \t]*\n?", "", self.body, flags=re.MULTILINE)
+        return self.with_body(MARKER_RE.sub("", body))
+
+    # ---- checks -------------------------------------------------------------------------------
 
     def tokens(self) -> int:
-        return max(1, len(self.render()) // 4)
+        """Estimated tokens of the rendered document: characters / 4, rounded up.
+
+        A deliberate approximation (no tokenizer dependency); good to ~20% for English Markdown.
+        """
+        return -(-len(self.render()) // CHARS_PER_TOKEN)
+
+    def problems(self) -> list[str]:
+        """Name and description problems (empty when the skill would be accepted by agents)."""
+        return validate_name(self.name) + validate_description(self.description)
+
+
+def _load_front_matter(raw: str, source: str) -> dict[str, Any]:
+    try:
+        meta = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at front matter line {mark.line + 1}" if mark else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise BadInput(f"{source}: invalid YAML in front matter{where}: {what}") from e
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise BadInput(f"{source}: front matter must be a YAML mapping (name: ..., description: ...)")
+    return {str(k): v for k, v in meta.items()}
+
+
+def _meta_text(value: Any, key: str, source: str) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise BadInput(f"{source}: front matter needs a non-empty '{key}'")
+    if isinstance(value, (dict, list)):
+        raise BadInput(f"{source}: front matter '{key}' must be text, not a {type(value).__name__}")
+    return str(value).strip()

@@ -71,7 +71,8 @@ class Scripted:
             self.optimizer_calls.append(prompt)
         if not reflect:
             body = prompt.split("```markdown", 1)[1].split("```", 1)[0].strip()
-            return FakeReply(text=json.dumps({"body": body + "\n\nKeep answers short."}))
+            shorter = body.replace("Read the task, reason briefly, then give the final answer.", "Reason briefly.")
+            return FakeReply(text=json.dumps({"body": shorter}))
         if USELESS in prompt and "rejected earlier" in prompt and "FAILED task" in prompt:
             edit = {"op": "add", "anchor": "Answer format", "text": RULE, "rationale": "codes follow a pattern",
                     "evidence": re.findall(r"FAILED task (\S+)", prompt)}

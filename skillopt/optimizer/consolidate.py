@@ -28,4 +28,6 @@ async def consolidate(models: Models, spec: ModelSpec, skill: Skill, token_cap: 
     candidate = skill.with_body(body)
     if candidate.sha == skill.sha:
         return None, "consolidation changed nothing"
+    if candidate.tokens() >= skill.tokens() and skill.tokens() <= token_cap:
+        return None, f"consolidation is not shorter ({skill.tokens()} -> {candidate.tokens()} tokens); discarded"
     return candidate, f"rewritten: {skill.tokens()} -> {candidate.tokens()} tokens"

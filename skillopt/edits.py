@@ -1,0 +1,400 @@
+"""Edits: add / replace / delete operations on a skill's body, applied with one report per edit.
+
+An edit is anchored on a section heading ("## Answer format" or "Answer format"), or on text
+of the body; `None` means the end of the body (add only). Anchors are found in three stages,
+the first that matches wins:
+
+1. exact: the heading line or title, else the anchor text verbatim;
+2. normalized: case, runs of whitespace, backticks / asterisks, curly quotes and a leading
+   Markdown '#' prefix are ignored;
+3. fuzzy: small wording drift (difflib ratio >= `FUZZY_RATIO` over windows of a similar number
+   of words, or over heading titles).
+
+Within a stage a heading beats plain text. Two places matching equally well is a "conflict",
+never a guess. A heading anchor means its whole section (heading up to the next heading of the
+same or a higher level). Edits apply in order; an edit that touches what an earlier edit in the
+same apply touched is a "conflict"; one that touches a protected region is "protected". The front
+matter is never edited, and a skill over the token cap is reported (`over_cap`), never truncated.
+Deterministic: no model calls.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel, Field, field_validator
+
+from skillopt.skill import MARKER_RE, Section, Skill, find_protected, find_sections
+
+FUZZY_RATIO = 0.85
+AMBIGUITY_MARGIN = 0.03  # a second place within this ratio of the best makes a fuzzy match ambiguous
+FUZZY_MIN_CHARS = 12  # shorter text anchors are matched exactly or normalized only
+
+Op = Literal["add", "replace", "delete"]
+Status = Literal["applied", "anchor_not_found", "conflict", "protected", "invalid"]
+How = Literal["exact", "normalized", "fuzzy", "end"]
+
+_TRANSLATE = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
+                            "\u2013": "-", "\u2014": "-", "\u00a0": " "})
+_DROPPED = frozenset("`*")
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
+
+
+class Edit(BaseModel):
+    """One operation on a skill body. `text` is the new text for add / replace."""
+
+    op: Op
+    anchor: str | None = None
+    text: str = ""
+    rationale: str = ""
+    evidence: list[str] = Field(default_factory=list)  # task ids that motivate the edit
+
+    @field_validator("anchor")
+    @classmethod
+    def _blank_is_none(cls, v: str | None) -> str | None:
+        return v.strip() if v and v.strip() else None
+
+    @property
+    def key(self) -> str:
+        """A stable id of what the edit does (op, normalized anchor and text), for dedupe."""
+        raw = "\x1f".join((self.op, _anchor_key(self.anchor or ""), normalize(self.text)[0]))
+        return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+class EditReport(BaseModel):
+    edit: Edit
+    status: Status
+    detail: str
+    match: How | None = None  # how the anchor was found, when it was
+
+
+class ApplyResult(BaseModel):
+    skill: Skill
+    reports: list[EditReport]
+    tokens: int
+    over_cap: bool
+
+    @property
+    def applied(self) -> list[Edit]:
+        return [r.edit for r in self.reports if r.status == "applied"]
+
+    @property
+    def failed(self) -> list[EditReport]:
+        return [r for r in self.reports if r.status != "applied"]
+
+
+# ---- matching --------------------------------------------------------------------------------
+
+
+def normalize(text: str) -> tuple[str, list[int]]:
+    """Lowercase, whitespace runs as one space, '`' and '*' dropped; with each char's offset in `text`."""
+    chars: list[str] = []
+    where: list[int] = []
+    for i, c in enumerate(text.translate(_TRANSLATE)):
+        if c in _DROPPED or (c.isspace() and (not chars or chars[-1] == " ")):
+            continue
+        low = " " if c.isspace() else c.lower()
+        chars.append(low if len(low) == 1 else c)
+        where.append(i)
+    if chars and chars[-1] == " ":
+        chars.pop()
+        where.pop()
+    return "".join(chars), where
+
+
+def _anchor_key(anchor: str) -> str:
+    return re.sub(r"^#+ ?", "", normalize(anchor)[0])
+
+
+def _title_key(title: str) -> str:
+    return _anchor_key(title).rstrip(":.# ")
+
+
+class Target(NamedTuple):
+    """Where an anchor landed: a section, a text span, or the end of the body."""
+
+    kind: Literal["section", "text", "end"]
+    start: int
+    end: int
+    how: How
+    section: Section | None = None
+
+
+class Ambiguous(NamedTuple):
+    how: How
+    places: int
+    lines: list[int]
+
+
+def resolve(body: str, anchor: str | None) -> Target | Ambiguous | None:
+    """Find `anchor` in `body`: a unique `Target`, `Ambiguous`, or None when nowhere."""
+    if anchor is None:
+        return Target("end", len(body), len(body), "end")
+    sections = find_sections(body)
+    single_line = "\n" not in anchor
+    for how in ("exact", "normalized", "fuzzy"):
+        heads = _section_hits(sections, anchor, how) if single_line else []
+        hits = heads or _text_hits(body, anchor, how)
+        picked = _pick(hits, how)
+        if not picked:
+            continue
+        if len(picked) > 1:
+            return Ambiguous(how, len(picked), sorted({body.count("\n", 0, s) + 1 for _, s, _ in picked}))
+        _, start, end = picked[0]
+        if heads:
+            sec = next(s for s in sections if s.start == start)
+            return Target("section", sec.start, sec.end, how, sec)
+        return Target("text", start, end, how)
+    return None
+
+
+def _section_hits(sections: list[Section], anchor: str, how: str) -> list[tuple[float, int, int]]:
+    key = _title_key(anchor)
+    out = []
+    for s in sections:
+        if how == "exact":
+            r = 1.0 if anchor in (s.title, s.text.split("\n", 1)[0].strip()) else 0.0
+        elif how == "normalized":
+            r = 1.0 if key and _title_key(s.title) == key else 0.0
+        else:
+            r = difflib.SequenceMatcher(None, _title_key(s.title), key).ratio() if len(key) >= 4 else 0.0
+        if r >= FUZZY_RATIO:
+            out.append((r, s.start, s.end))
+    return out
+
+
+def _text_hits(body: str, anchor: str, how: str) -> list[tuple[float, int, int]]:
+    if how == "exact":
+        spans = [(s, s + len(anchor)) for s in _find_all(body, anchor)]
+    elif how == "normalized":
+        nbody, where = normalize(body)
+        key = _anchor_key(anchor)
+        spans = [_widen(body, where[s], where[s + len(key) - 1] + 1) for s in _find_all(nbody, key)]
+    else:
+        key = _anchor_key(anchor)
+        return _fuzzy_hits(body, key) if len(key) >= FUZZY_MIN_CHARS else []
+    return [(1.0, s, e) for s, e in spans if _on_word_edges(body, s, e)]
+
+
+def _widen(body: str, start: int, end: int) -> tuple[int, int]:
+    """Take in the markup characters that normalizing dropped at either edge (`code`, **bold**)."""
+    while start > 0 and body[start - 1] in _DROPPED:
+        start -= 1
+    while end < len(body) and body[end] in _DROPPED:
+        end += 1
+    return start, end
+
+
+def _on_word_edges(body: str, start: int, end: int) -> bool:
+    """A text match may not begin or end in the middle of a word."""
+    cut_before = start > 0 and body[start - 1].isalnum() and body[start].isalnum()
+    cut_after = end < len(body) and body[end - 1].isalnum() and body[end].isalnum()
+    return not (cut_before or cut_after)
+
+
+def _find_all(haystack: str, needle: str) -> list[int]:  # overlapping occurrences too
+    out, i = [], haystack.find(needle)
+    while needle and i >= 0:
+        out.append(i)
+        i = haystack.find(needle, i + 1)
+    return out
+
+
+def _fuzzy_hits(body: str, key: str) -> list[tuple[float, int, int]]:
+    """Windows of about as many words as the anchor whose normalized text is close to it."""
+    words = [(m.start(), m.end(), w) for m in re.finditer(r"\S+", body) if (w := normalize(m.group())[0])]
+    n = len(key.split(" "))
+    matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)
+    hits = []
+    for i in range(len(words)):
+        for width in range(max(1, n - 2), n + 3):
+            if i + width > len(words):
+                break
+            matcher.set_seq1(" ".join(w for _, _, w in words[i:i + width]))
+            if matcher.real_quick_ratio() < FUZZY_RATIO or matcher.quick_ratio() < FUZZY_RATIO:
+                continue
+            if (r := matcher.ratio()) >= FUZZY_RATIO:
+                hits.append((r, words[i][0], words[i + width - 1][1]))
+    return hits
+
+
+def _pick(hits: list[tuple[float, int, int]], how: str) -> list[tuple[float, int, int]]:
+    """The best hit, plus every other place (not overlapping it) that matches about as well."""
+    if not hits:
+        return []
+    ranked = sorted(hits, key=lambda h: (-h[0], h[1], h[2]))
+    best = ranked[0]
+    margin = AMBIGUITY_MARGIN if how == "fuzzy" else 0.0
+    rivals: list[tuple[float, int, int]] = []
+    for h in ranked[1:]:
+        if h[0] >= best[0] - margin and not _overlaps(best[1], best[2], h[1], h[2]) \
+                and not any(_overlaps(r[1], r[2], h[1], h[2]) for r in rivals):
+            rivals.append(h)
+    return [best, *rivals]
+
+
+def _overlaps(a: int, b: int, x: int, y: int) -> bool:
+    """Do [a, b) and [x, y) share text? A zero-width span overlaps only a span strictly around it."""
+    if a == b:
+        return x < a < y
+    if x == y:
+        return a < x < b
+    return a < y and x < b
+
+
+# ---- applying --------------------------------------------------------------------------------
+
+
+class Splice(NamedTuple):
+    """Replace body[start:end] with text. block: blank-line joins; lines: whole lines; inline: as is."""
+
+    mode: Literal["block", "lines", "inline"]
+    start: int
+    end: int
+    text: str
+
+
+@dataclass
+class _State:
+    body: str
+    original: str
+    touched: list[tuple[int, int]] = field(default_factory=list)  # regions changed so far
+
+
+def apply_edits(skill: Skill, edits: list[Edit], token_cap: int | None = None) -> ApplyResult:
+    """Apply `edits` in order to the body of `skill`; every edit gets a report, none raises."""
+    state = _State(body=skill.body, original=skill.body)
+    reports = [_apply_one(state, e) for e in edits]
+    new = skill.with_body(state.body)
+    tokens = new.tokens()
+    return ApplyResult(skill=new, reports=reports, tokens=tokens,
+                       over_cap=token_cap is not None and tokens > token_cap)
+
+
+def _apply_one(st: _State, e: Edit) -> EditReport:
+    if problem := _invalid(e):
+        return EditReport(edit=e, status="invalid", detail=problem)
+    found = resolve(st.body, e.anchor)
+    if isinstance(found, Ambiguous):
+        where = ", ".join(map(str, found.lines))
+        return EditReport(edit=e, status="conflict", match=found.how,
+                          detail=f"anchor {e.anchor!r} matches {found.places} places ({found.how}; lines {where}); "
+                                 "quote more of the text to make it unique")
+    if found is None:
+        if st.touched and isinstance(resolve(st.original, e.anchor), Target):
+            return EditReport(edit=e, status="conflict",
+                              detail=f"anchor {e.anchor!r} was changed by an earlier edit in this step")
+        return EditReport(edit=e, status="anchor_not_found", detail=f"anchor {e.anchor!r} is not in the skill")
+    sp = _plan(st.body, e, found)
+    line = st.body.count("\n", 0, sp.start) + 1
+    if any(_overlaps(sp.start, sp.end, a, b) for a, b in find_protected(st.body)[0]):
+        return EditReport(edit=e, status="protected", match=found.how,
+                          detail=f"the target at line {line} touches a protected region")
+    if any(_overlaps(sp.start, sp.end, a, b) for a, b in st.touched):
+        return EditReport(edit=e, status="conflict", match=found.how,
+                          detail=f"the target at line {line} was already changed by an earlier edit in this step")
+    _splice_into(st, sp)
+    return EditReport(edit=e, status="applied", match=found.how, detail=_describe(e, found, line))
+
+
+def _invalid(e: Edit) -> str | None:
+    if e.op in ("add", "replace") and not e.text.strip():
+        return f"{e.op} needs non-empty text"
+    if e.op != "add" and e.anchor is None:
+        return f"{e.op} needs an anchor (a heading or text of the skill)"
+    if e.op != "delete" and MARKER_RE.search(e.text):
+        return "edit text may not hold skillopt protected markers"
+    return None
+
+
+def _plan(body: str, e: Edit, t: Target) -> Splice:
+    """The splice that carries out `e` on target `t`."""
+    text = e.text.strip("\n").rstrip() if e.op != "delete" else ""
+    if t.kind == "end":
+        return Splice("block", t.end, t.end, text)
+    if t.kind == "section":
+        assert t.section is not None
+        if e.op == "add":
+            return Splice("block", t.end, t.end, text)
+        if e.op == "replace" and not _starts_with_heading(text):
+            return Splice("block", t.section.content_start, t.end, text)
+        return Splice("block", t.start, t.end, text)
+    if e.op == "add":
+        at = _line_end(body, t.end)
+        return Splice("block", at, at, text)
+    if e.op == "replace":
+        return Splice("inline", t.start, t.end, text.strip())
+    return _plan_text_delete(body, t.start, t.end)
+
+
+def _starts_with_heading(text: str) -> bool:
+    heads = find_sections(text.lstrip("\n"))
+    return bool(heads) and heads[0].start == 0
+
+
+def _plan_text_delete(body: str, start: int, end: int) -> Splice:
+    ls, le = body.rfind("\n", 0, start) + 1, _line_end(body, end)
+    if not body[ls:start].strip() and not body[end:le].strip():
+        return Splice("lines", ls, min(le + 1, len(body)), "")
+    if start > 0 and body[start - 1] == " " and (end == len(body) or body[end] in " \n.,;:!?)"):
+        start -= 1
+    return Splice("inline", start, end, "")
+
+
+def _line_end(body: str, pos: int) -> int:
+    i = body.find("\n", pos)
+    return len(body) if i < 0 else i
+
+
+def _sep(left: str, right: str) -> str:
+    """Blank line between blocks; one newline between two list items."""
+    last = left.rsplit("\n", 1)[-1]
+    first = right.split("\n", 1)[0]
+    return "\n" if _LIST_ITEM.match(last) and _LIST_ITEM.match(first) else "\n\n"
+
+
+def _splice_into(st: _State, sp: Splice) -> None:
+    body = st.body
+    if sp.mode == "inline":
+        before, text, after = body[:sp.start], sp.text, body[sp.end:]
+        new = before + text + after
+        new_s = len(before)
+    elif sp.mode == "lines":
+        before, text, after = body[:sp.start], "", body[sp.end:]
+        while after.startswith("\n") and (before.endswith("\n\n") or not before):
+            after = after[1:]
+        new, new_s = before + after, len(before)
+    else:
+        before, text = body[:sp.start].rstrip(), sp.text
+        after = re.sub(r"\A(?:[ \t]*\n)+", "", body[sp.end:])
+        mid = before + (_sep(before, text) if before and text else "") + text
+        new = mid + (_sep(mid, after) if mid and after else "") + after
+        new_s = len(mid) - len(text)
+    new_span = (new_s, new_s + len(text))
+    old_s, old_e = len(before), len(body) - len(after)
+    st.touched = [_shift(span, old_s, old_e, len(new) - len(body), new_span) for span in st.touched]
+    st.touched.append(new_span)
+    st.body = new
+
+
+def _shift(span: tuple[int, int], old_s: int, old_e: int, delta: int,
+           new_span: tuple[int, int]) -> tuple[int, int]:
+    """Where an earlier touched span lies after body[old_s:old_e] was replaced (shifting by delta)."""
+    if span[1] <= old_s:
+        return span
+    if span[0] >= old_e:
+        return span[0] + delta, span[1] + delta
+    return new_span
+
+
+def _describe(e: Edit, t: Target, line: int) -> str:
+    how = f" ({t.how} match)" if t.how != "end" else ""
+    if t.kind == "end":
+        return "appended at the end of the body"
+    what = f"section {t.section.heading!r}" if t.section else f"text at line {line}"
+    verb = {"add": "added after", "replace": "replaced", "delete": "deleted"}[e.op]
+    return f"{verb} {what}{how}"
