@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 from skillopt import __version__
 from skillopt.errors import BadInput, SkilloptError
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
