@@ -45,7 +45,7 @@ def main() -> None:
             # the same skill evaluated again in the same run folder: served by the rollout cache
             run_id = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())[0]
             t0 = time.perf_counter()
-            again = subprocess.run([*base[:4], f"{run_id}:v0", *base[6:]], cwd=tmp_path, env=env,
+            again = subprocess.run([*base[:5], f"{run_id}:v0", *base[6:]], cwd=tmp_path, env=env,
                                    capture_output=True, text=True)
             t_again = time.perf_counter() - t0
             assert again.returncode == 0, again.stderr

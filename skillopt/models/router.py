@@ -150,12 +150,12 @@ def _parse(text: str, schema: type[T]) -> T | StructuredFailure:
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         candidates.append(text[start : end + 1])
-    error = "no JSON object found"
+    error = "no JSON object found in the reply"
     for c in candidates:
         try:
             return schema.model_validate_json(c)
         except ValidationError as e:
-            error = f"does not match the schema: {e.errors()[0].get('msg', '')} at {e.errors()[0].get('loc')}"
-        except ValueError as e:
-            error = f"invalid JSON: {e}"
+            first = e.errors()[0]
+            if first.get("type") != "json_invalid":
+                error = f"JSON does not match the schema: {first.get('msg', '')} at {first.get('loc')}"
     return StructuredFailure(error=error[:300], raw=text[:2000])
