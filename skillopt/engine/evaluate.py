@@ -6,12 +6,11 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.benchmarks import get_benchmark
 from skillopt.config import RunConfig, redacted
 from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.engine.run import _harness, _limits, make_models, resolve_specs, rollout_salt
+from skillopt.engine.run import _harness, _limits, load_benchmark, make_models, resolve_specs, rollout_salt
 from skillopt.models import Budget, Meter, ProviderEnv
 from skillopt.store.index import RunIndex
 from skillopt.store.records import RunState, RunSummary, SplitScore, now
@@ -29,7 +28,7 @@ class EvalResult:
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
                    listeners: list[Listener]) -> EvalResult:
     specs = resolve_specs(cfg, env, need_optimizer=False)
-    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    benchmark = load_benchmark(cfg)
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     store = RunStore.create(runs_dir, cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}

@@ -45,6 +45,15 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     return Specs(target, optimizer)
 
 
+def load_benchmark(cfg: RunConfig) -> Benchmark:
+    """The benchmark, checked before any rollout (e.g. a Docker engine for swebench)."""
+    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    preflight = getattr(benchmark, "preflight", None)
+    if callable(preflight):
+        preflight()
+    return benchmark
+
+
 def seed_skill(cfg: RunConfig) -> Skill:
     if cfg.seed_skill:
         return Skill.load(cfg.seed_skill)
@@ -85,7 +94,7 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
           resume: str | None = None) -> RunSummary:
     """Run (or resume) a training run. Returns the summary; budget stops are clean, not errors."""
     specs = resolve_specs(cfg, env)
-    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    benchmark = load_benchmark(cfg)
     seed = seed_skill(cfg)
     store, state = _open_or_create(cfg, runs_dir, resume)
     if state is None:
