@@ -2,10 +2,14 @@
 
 `get_benchmark("gsm8k", sizes)` or `get_benchmark("data/my_qa.jsonl", sizes)` is the way in;
 `@benchmark("name")` registers a new one. Importing this package registers the built-ins
-(`gsm8k`, `mmlu`, `arc-challenge`) without reading any data.
+(`gsm8k`, `mmlu`, `arc-challenge`, `mbpp`, `humaneval`, `swe-local`, `swebench`) without reading
+any data or importing an optional dependency.
 """
 
 from skillopt.benchmarks import builtin as _builtin  # noqa: F401  (registers the built-ins)
+from skillopt.benchmarks import code as _code  # noqa: F401  (mbpp, humaneval)
+from skillopt.benchmarks import swe_local as _swe_local  # noqa: F401  (swe-local)
+from skillopt.benchmarks import swebench_docker as _swebench_docker  # noqa: F401  (swebench)
 from skillopt.benchmarks.base import (
     SPLITS,
     Benchmark,

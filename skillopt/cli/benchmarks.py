@@ -1,6 +1,8 @@
-"""`skillopt benchmarks list | show B`."""
+"""`skillopt benchmarks list | show B | make-swe`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -37,3 +39,32 @@ def show(name: str = typer.Argument(..., help="Benchmark name or .jsonl path."),
     if tasks:
         t = tasks[0]
         out.print(f"sample {split} task {t.id}:\n{t.prompt}", markup=False)
+
+
+@bench_app.command("make-swe", help="""Make swe-local tasks from a pure-Python package with its own tests: mutate its
+code, keep the mutations that make tests fail, write SWE-bench rows and a git bundle.
+
+Example: skillopt benchmarks make-swe --package toolz --version 1.2.0 --count 12""")
+def make_swe(
+    package: str = typer.Option(..., "--package", help="PyPI name of the package."),
+    version: str = typer.Option(None, "--version", help="Version (default: the latest)."),
+    count: int = typer.Option(12, "--count", help="How many tasks to make at most."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the mutation order."),
+    out_dir: Path = typer.Option(None, "--out", help="Folder of tasks.jsonl and the bundles "
+                                                     "(default: the shipped benchmarks/swe_local)."),
+    sdist: Path = typer.Option(None, "--sdist", help="Use this sdist instead of downloading one."),
+    tests: list[str] = typer.Option(None, "--tests", help="Test paths to run (default: found in the sdist)."),
+    max_failing: int = typer.Option(30, "--max-failing", help="Most tests a kept mutation may break."),
+    jobs: int = typer.Option(2, "--jobs", help="Test runs in parallel while screening mutations."),
+    license: str = typer.Option(None, "--license", help="The package's licence, when its metadata lacks it."),
+    rewrite_model: str = typer.Option(None, "--rewrite-model", help="Model that rewrites each problem "
+                                                                   "statement as an issue report."),
+) -> None:
+    from skillopt.benchmarks.make_swe import make_swe as make, model_rewriter
+    from skillopt.cli.app import load_env
+    from skillopt.models.types import ProviderEnv
+
+    rewrite = model_rewriter(rewrite_model, ProviderEnv.from_environ(load_env())) if rewrite_model else None
+    rows = make(package, version, out_dir, count, seed, sdist, tests or None, max_failing, jobs, license,
+                rewrite, progress=lambda line: out.print(line, markup=False))
+    out.print(f"{len(rows)} tasks: {', '.join(r.instance_id for r in rows)}")

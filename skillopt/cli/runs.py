@@ -1,13 +1,11 @@
-"""`skillopt runs list | show RUN[:vN]`."""
+"""`skillopt runs list | show RUN | show RUN:vN`: runs, their version trees and gate decisions."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import typer
 from rich.table import Table
-from rich.tree import Tree
 
 from skillopt.cli.app import Globals, app, new_app, out
 from skillopt.store.run import RunStore
@@ -43,44 +41,114 @@ def list_() -> None:
     out.print(table)
 
 
-@runs_app.command("show", help="Show a run's version tree with gate decisions, or one version.\n\n"
-                               "Example: skillopt runs show RUN   |   skillopt runs show RUN:v2")
-def show(ref: str = typer.Argument(..., help="RUN or RUN:vN")) -> None:
+@runs_app.command("show", help="""Show a run's version tree (parent, origin, gate decision and its evidence,
+scores), or one version (its gate evidence per task, the edits that made it, its text).
+
+Example: skillopt runs show RUN   |   skillopt runs show RUN:v2 --diff   |   skillopt runs show RUN:best""")
+def show(
+    ref: str = typer.Argument(..., help="RUN, or RUN:vN / RUN:best / RUN:final / RUN:seed for one version."),
+    diff: bool = typer.Option(False, "--diff", help="With RUN:vN: print the diff from the parent, not the text."),
+    as_json: bool = typer.Option(False, "--json", help="Print the lineage (or the version) as JSON."),
+) -> None:
+    from skillopt.report.data import RunView
+    from skillopt.report.lineage import lineage
+
     run_id, _, which = ref.partition(":")
-    store = RunStore.open(Globals.runs_dir, run_id)
+    view = RunView.open(Globals.runs_dir, run_id)
+    tree = lineage(view)
     if which:
         from skillopt.store.refs import resolve_skill_ref
 
         r = resolve_skill_ref(ref, Globals.runs_dir)
-        v = store.version(r.version or 0)
-        out.print(f"{r.label}  parent={v.parent}  origin={v.origin}  status={v.status}  val={v.val_score}  sha={v.sha[:12]}")
-        out.print(r.skill.render(), markup=False)
+        node = tree.node(r.version or 0)
+        if as_json:
+            typer.echo(node.model_dump_json(indent=2))
+            return
+        _print_version(view, node, diff)
         return
-    state, cfg = store.read_state(), store.read_config()
-    out.print(f"run {run_id}: {cfg.get('benchmark')} / {cfg.get('harness')} / {cfg.get('target_model')}  "
-              f"status={state.status if state else 'new'}")
-    versions = store.versions()
-    nodes: dict[int, Tree] = {}
-    root = Tree("versions")
-    for v in versions:
-        gate = _gate_for(store, v.version)
-        marks = []
-        if state and v.version == state.best:
-            marks.append("best")
-        if state and v.version == state.incumbent:
-            marks.append("current")
-        label = (f"{v.label} [{v.status}] {v.origin}  val={'-' if v.val_score is None else f'{v.val_score:.3f}'}"
-                 f"{'  <' + ','.join(marks) + '>' if marks else ''}")
-        if gate:
-            label += f"\n  gate: {gate['reason']} (wins {gate['wins']}, losses {gate['losses']}, ties {gate['ties']}, evaluated {gate['evaluated']}/{gate['total']})"
-        parent = nodes.get(v.parent) if v.parent is not None else None
-        nodes[v.version] = (parent or root).add(label)
-    out.print(root)
+    if as_json:
+        typer.echo(tree.model_dump_json(indent=2))
+        return
+    _print_tree(tree)
 
 
-def _gate_for(store: RunStore, version: int) -> dict | None:
-    for path in sorted(store.root.glob("steps/*/gate.json")):
-        data = json.loads(path.read_text())
-        if data.get("candidate") == version:
-            return data
-    return None
+def _score_text(node) -> str:
+    parts = [f"{s} {sc.hard:.3f} (n={sc.n})" for s, sc in node.scores.items()]
+    return ", ".join(parts) if parts else "no scores"
+
+
+def _print_tree(tree) -> None:
+    from skillopt.report.lineage import gate_evidence
+
+    out.print(f"run {tree.run_id}: {tree.benchmark} / {tree.harness} / target {tree.target_model}"
+              f"{' / optimizer ' + tree.optimizer_model if tree.optimizer_model else ''}", markup=False)
+    stop = f", stopped: {tree.stop_reason}" if tree.stop_reason else ""
+    out.print(f"status {tree.status}, {tree.steps} steps{stop}"
+              f"{', data ' + tree.data_hash if tree.data_hash else ''}", markup=False)
+    if tree.status != "finished":
+        out.print(f"note: the run is {tree.status}; this is what it has so far", markup=False)
+    out.print("versions (hard score on val / test from rollouts; gate evidence under each candidate):", markup=False)
+    by_version = {n.version: n for n in tree.nodes}
+
+    def walk(n, prefix: str, last: bool, top: bool) -> None:
+        branch = "" if top else ("└── " if last else "├── ")
+        marks = f"  <{', '.join(n.marks)}>" if n.marks else ""
+        out.print(f"{prefix}{branch}{n.label} [{n.status}] {n.origin}: {_score_text(n)}{marks}",
+                  markup=False, highlight=False)
+        inner = prefix + ("" if top else ("    " if last else "│   "))
+        kids = [by_version[c] for c in n.children]
+        detail = inner + ("│   " if kids else "    ")
+        if n.gate is not None:
+            out.print(f"{detail}gate {gate_evidence(n.gate)}", markup=False, highlight=False)
+        for e in n.edits:
+            where = f" at {e.anchor!r}" if e.anchor else ""
+            out.print(f"{detail}edit {e.op}{where} ({e.status}): {e.rationale or e.text[:80]}",
+                      markup=False, highlight=False)
+        for i, k in enumerate(kids):
+            walk(k, inner, i == len(kids) - 1, False)
+
+    for r in tree.roots:
+        walk(r, "", True, True)
+
+
+def _print_version(view, node, diff: bool) -> None:
+    from skillopt.report.lineage import gate_evidence, skill_diff
+
+    parent = "none" if node.parent is None else f"v{node.parent:03d}"
+    marks = f"  <{', '.join(node.marks)}>" if node.marks else ""
+    out.print(f"{view.run_id}:{node.label} [{node.status}] {node.origin}, parent {parent}, sha {node.sha[:12]}{marks}",
+              markup=False)
+    out.print(f"scores (hard, from rollouts): {_score_text(node)}", markup=False)
+    for e in node.edits:
+        where = f" at {e.anchor!r}" if e.anchor else ""
+        out.print(f"edit {e.op}{where} ({e.status}: {e.detail}); rationale: {e.rationale or '-'}; "
+                  f"evidence: {', '.join(e.evidence) or '-'}", markup=False)
+    g = node.gate
+    if g is not None:
+        out.print(f"gate {gate_evidence(g)}", markup=False)
+        table = Table(title=f"gate evidence ({g.metric}, per task, mean over trials)", title_justify="left")
+        for col in ("task", f"v{g.incumbent:03d} (incumbent)", f"v{g.candidate:03d} (candidate)", "outcome"):
+            table.add_column(col)
+        for t in g.per_task:
+            if t.candidate is None:
+                outcome, cand = "not evaluated", "-"
+            else:
+                cand = f"{t.candidate:.3f}"
+                outcome = "win" if t.candidate > t.incumbent + 1e-9 else "loss" if t.candidate < t.incumbent - 1e-9 else "tie"
+            table.add_row(t.task_id, f"{t.incumbent:.3f}", cand, outcome)
+        out.print(table)
+    elif node.status in ("accepted", "rejected", "candidate"):
+        out.print("gate: no decision recorded", markup=False)
+    text = view.store.skill(node.version).render()
+    if diff:
+        if node.parent is None:
+            out.print("(no parent: this is a root version)", markup=False)
+        else:
+            old = view.store.skill(node.parent).render()
+            d = skill_diff(old, text, f"v{node.parent:03d}", node.label)
+            for line in (d or "(no change)\n").splitlines():
+                style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
+                out.print(line, style=style, markup=False, highlight=False)
+        return
+    out.print("")
+    out.print(text, markup=False, highlight=False)

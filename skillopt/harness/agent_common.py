@@ -1,35 +1,44 @@
-"""What the agent harnesses (claude-code, codex) share: options, an isolated home and environment,
-process groups that die as a whole, a bound on concurrent agent processes, and the workspace diff.
+"""What the agent harnesses (claude-code, codex) share.
 
-Every agent process starts through a *launcher* (a two-line script in the rollout's home) that
-puts it in a new session, records its pid, and keeps only the environment variables the harness
-chose, whatever the SDK that spawns it merged in. So a timeout can kill the whole process group,
-and the user's own keys, settings and skills never reach a rollout.
+- `AgentOptions` (from `harness_options`), `endpoint` (the target's wire endpoint), `child_env`
+  (an isolated home and a minimal environment);
+- `AgentHarness` / `AgentTrace` / `AgentRun`: the rollout around the agent (git, process slot,
+  deadline, nudge, patch, metering) and the trace it builds; subclasses drive their agent;
+- processes: every SDK-spawned agent starts through a `Launcher` (a small script in the rollout's
+  home) that puts it in a new session, records its pid and keeps only the variables the harness
+  chose, whatever the SDK merged in; CLI agents start in a new session too. `kill_tree` ends an
+  agent and all it started, `process_slots` bounds how many run at once;
+- the workspace as a git repository, for the patch of coding tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from skillopt.errors import BadInput
-from skillopt.harness.base import Limits
+from skillopt.benchmarks.base import RolloutOutput
+from skillopt.errors import BadInput, MissingExtra
+from skillopt.harness.base import Limits, Rollout, Usage
+from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
-from skillopt.models.types import ProviderEnv
+from skillopt.models.types import CallRecord, ProviderEnv
+from skillopt.traces.events import ErrorEvent, MessageEvent, TraceEvent, UsageEvent
 
 NUDGE = ("You stopped without giving a final answer. Reply now with your final answer only, "
          "in the format the task asked for.")
@@ -105,6 +114,7 @@ class Endpoint:
     api_key: str
     bearer: bool = False  # send the key as `Authorization: Bearer` (vLLM) rather than the vendor header
     query: tuple[tuple[str, str], ...] = ()  # extra URL parameters (Azure's api-version)
+    key_header: str | None = None  # also send the key in this header (Azure's `api-key`)
 
 
 DUMMY_KEY = "sk-skillopt-no-key"
@@ -134,7 +144,7 @@ def endpoint(target: ModelSpec, env: ProviderEnv, api: Literal["messages", "resp
         root = (base or env.azure_openai_endpoint or "").rstrip("/")
         url = root if root.endswith(("/v1", "/openai")) else f"{root}/openai"
         # The Responses API needs a newer api-version than chat completions (Codex's documented setup).
-        return Endpoint(url, env.azure_openai_api_key or DUMMY_KEY, query=(("api-version", AZURE_RESPONSES_VERSION),))
+        return Endpoint(url, env.azure_openai_api_key or DUMMY_KEY, query=(("api-version", AZURE_RESPONSES_VERSION),), key_header="api-key")
     key = (env.vllm_api_key if target.provider == "vllm" else None) or DUMMY_KEY
     return Endpoint(_with_v1(base or ""), key)
 
@@ -175,6 +185,169 @@ def child_env(home: Path, inherited: dict[str, str], **values: str) -> dict[str,
         env[key] = f"{env[key]},{loopback}" if env.get(key) else loopback
     env.update({k: str(v) for k, v in values.items() if v is not None})
     return env
+
+
+# -- the shape every agent harness shares ------------------------------------------------------------
+
+class AgentTrace:
+    """Builds a rollout's normalized trace as the agent's native events arrive (`feed`), with the
+    final answer, the usage, and the reasons the agent failed (none: it did not)."""
+
+    def __init__(self, skill: str, t0: float, target: ModelSpec, prices: dict | None = None):
+        self.skill, self.t0, self.target, self.prices = skill, t0, target, prices
+        self.events: list[TraceEvent] = []
+        self.answer = ""  # of the last session / turn
+        self.errors: list[str] = []
+        self.usage = Usage()
+        self.session_id: str | None = None  # to resume the agent's conversation (the nudge)
+        self.nudged = False
+
+    def t(self) -> float:
+        return round(time.monotonic() - self.t0, 3)
+
+    def add(self, event: TraceEvent) -> None:
+        self.events.append(event)
+
+    def fail(self, message: str) -> None:
+        self.errors.append(message)
+        self.add(ErrorEvent(t=self.t(), message=message))
+
+    def start(self, prompt: str) -> None:
+        self.answer = ""
+        self.nudged = self.nudged or prompt == NUDGE
+        self.add(MessageEvent(t=self.t(), role="user", text=prompt))
+
+    def count(self, tokens_in: int, tokens_out: int, calls: int | None, cost: float | None = None) -> None:
+        """One usage report of the agent (a session or a turn): an event and the running total."""
+        cost = cost if cost is not None else cost_usd(self.target, tokens_in, tokens_out, self.prices)
+        self.add(UsageEvent(t=self.t(), input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost, turns=calls))
+        self.usage = self.usage + Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost,
+                                        calls=calls or 0)
+
+    def feed(self, event: dict[str, Any]) -> str | None:
+        """Take one native event; return a reason to stop the agent, else None."""
+        raise NotImplementedError
+
+
+@dataclass
+class AgentRun:
+    """One rollout's agent: where it runs, with what, and what it recorded so far."""
+
+    ws: Path
+    env: dict[str, str]
+    binary: str
+    trace: AgentTrace
+    timeout_s: float
+    raw: list[str] = field(default_factory=list)  # the native log, one JSON object a line
+    deadline: float = 0.0
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def timed_out(self) -> None:
+        self.trace.fail(f"timed out after {self.timeout_s:.0f}s")
+
+    def log_stderr(self, text: str) -> None:
+        if text.strip():
+            self.raw.append(json.dumps({"type": "skillopt:stderr", "text": text[-4000:]}))
+
+    def feed_line(self, line: str) -> str | None:
+        """A CLI agent's stdout line: logged, and fed to the trace when it is a JSON object."""
+        self.raw.append(line)
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        return self.trace.feed(event) if isinstance(event, dict) else None
+
+
+class AgentHarness:
+    """An agent harness around its agent: options, mode, git for coding tasks, the process slot, the
+    deadline, the patch, metering and the `Rollout`. `run` never raises because the agent failed.
+
+    Subclasses say which SDK and binary they use and implement `new_trace`, `agent_env` and
+    `drive` (which runs the agent, and nudges it once when its final answer is empty).
+    """
+
+    name: str
+    apis: frozenset[str]
+    skill_dir: str
+    sdk_module: str  # the Python SDK that drives the agent
+    extra: str  # the skillopt extra that installs it
+    cli_name: str  # the agent's executable on PATH
+    install_hint: str
+
+    def __init__(self, ctx: Any):
+        self.models = ctx.models
+        self.opts = AgentOptions.parse(self.name, ctx.options)
+        self.mode = self._resolve_mode()
+
+    def bundled_binary(self) -> str | None:
+        """The binary the SDK package ships, if installed."""
+        return None
+
+    def _resolve_mode(self) -> str:
+        has_sdk = importlib.util.find_spec(self.sdk_module) is not None
+        if self.opts.mode == "sdk" and not has_sdk:
+            raise MissingExtra(f"the {self.name} harness in sdk mode", self.extra, self.sdk_module)
+        if self.opts.mode == "sdk" or (self.opts.mode == "auto" and has_sdk):
+            return "sdk"
+        if not (self.opts.binary or shutil.which(self.cli_name) or self.bundled_binary()):
+            raise BadInput(f"the {self.name} harness needs its agent: {self.install_hint}")
+        return "cli"
+
+    def binary(self) -> str | None:
+        """The option's binary; else the SDK's bundled one (sdk mode) or the one on PATH (cli mode)."""
+        if self.opts.binary:
+            return self.opts.binary
+        bundled, on_path = self.bundled_binary(), shutil.which(self.cli_name)
+        return (bundled or on_path) if self.mode == "sdk" else (on_path or bundled)
+
+    def needs_nudge(self, trace: AgentTrace) -> bool:
+        return self.opts.nudge_empty and not trace.answer.strip() and not trace.errors and bool(trace.session_id)
+
+    async def run(self, task: Any, skill: Any, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
+        t0 = time.monotonic()
+        trace = self.new_trace(skill.name, t0, target, limits)
+        coding = task.kind in ("code", "swe")
+        run: AgentRun | None = None
+        try:
+            if coding and (err := await asyncio.to_thread(prepare_git, ws)):
+                trace.add(ErrorEvent(t=trace.t(), message=err))
+            binary = self.binary()
+            if binary is None:
+                raise FileNotFoundError(f"no {self.cli_name} binary: {self.install_hint}")
+            run = AgentRun(ws, self.agent_env(ws, target, limits), binary, trace, self.opts.timeout(limits))
+            async with process_slots(self.opts.max_processes):
+                run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
+                await self.drive(run, task_prompt(task), target, limits)
+        except Exception as e:  # the agent failed; the run goes on (the Harness contract)
+            trace.fail(f"{self.name} failed: {type(e).__name__}: {e}")
+        if run is not None:
+            self.after(run)
+        patch = await asyncio.to_thread(workspace_diff, ws) if coding else None
+        if not trace.errors and not trace.answer.strip():
+            trace.fail("empty final answer" + (" (after a nudge)" if trace.nudged else ""))
+        if trace.usage.calls or trace.usage.input_tokens:
+            self.models.meter.record(CallRecord(role="target", model=str(target), input_tokens=trace.usage.input_tokens,
+                                                output_tokens=trace.usage.output_tokens, cost_usd=trace.usage.cost_usd))
+        raw = run.raw if run is not None else []
+        return Rollout(task_id=task.id, output=RolloutOutput(text=trace.answer, patch=patch), trace=trace.events,
+                       usage=trace.usage, duration_s=time.monotonic() - t0, error="; ".join(trace.errors) or None,
+                       raw_log="\n".join(raw) + "\n" if raw else None)
+
+    # what each agent says
+    def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> AgentTrace:
+        raise NotImplementedError
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+        raise NotImplementedError
+
+    async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
+        raise NotImplementedError
+
+    def after(self, run: AgentRun) -> None:
+        """Read what the agent left on disk (e.g. its session file) once it has stopped."""
 
 
 # -- the launcher: new session, pid file, exact environment ---------------------------------------
@@ -219,25 +392,80 @@ class Launcher:
             return None
 
 
-def kill_group(pid: int | None, grace_s: float = 1.0) -> None:
-    """SIGTERM the process group led by `pid`, then SIGKILL what is left. Never raises."""
+def _tree(root: int) -> dict[int, int]:
+    """{pid: process group} of `root` and all its descendants, from /proc (just `root` elsewhere).
+
+    Agents start some children in sessions of their own (Claude Code runs each Bash command with
+    setsid), so killing the agent's group alone would leave them running.
+    """
+    parents: dict[int, tuple[int, int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        names = []
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                parents[int(name)] = (int(fields[1]), int(fields[2]))
+            except (OSError, IndexError, ValueError):
+                continue
+    tree = {root: parents.get(root, (0, root))[1]}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, pgid) in parents.items():
+            if ppid == parent and pid not in tree:
+                tree[pid] = pgid
+                frontier.append(pid)
+    return tree
+
+
+def _signal_tree(tree: dict[int, int], sig: int) -> None:
+    own = os.getpgrp()
+    for group in {g for g in tree.values() if g > 1 and g != own}:
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid, group in tree.items():
+        if pid > 1 and group != own:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def kill_tree(pid: int | None, grace_s: float = 1.0) -> None:
+    """End an agent and everything it started: its process group and every descendant's group.
+
+    SIGTERM first (the agent may clean up) when `grace_s` > 0, then SIGKILL. Never touches this
+    process's own group. Never raises.
+    """
     if not pid or pid <= 1 or pid == os.getpgrp():
         return
+    tree = _tree(pid)
+    if grace_s > 0:
+        _signal_tree(tree, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(_alive(p) for p in tree):
+            time.sleep(0.05)
+    if _alive(pid):
+        tree.update(_tree(pid))
+    _signal_tree(tree, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
     try:
-        os.killpg(pid, signal.SIGTERM)
+        os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.05)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        return False
+    try:  # a zombie is dead for our purpose
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 # -- a bound on concurrent agent processes ---------------------------------------------------------
@@ -258,7 +486,6 @@ def process_slots(size: int) -> asyncio.Semaphore:
 
 @dataclass
 class ProcessResult:
-    lines: list[str]
     returncode: int | None
     stderr: str
     timed_out: bool = False
@@ -269,13 +496,13 @@ async def stream_process(argv: list[str], cwd: Path, env: dict[str, str], timeou
                          on_line: Callable[[str], str | None]) -> ProcessResult:
     """Run a CLI agent in its own process group, feeding stdout lines to `on_line` as they come.
 
-    `on_line` may return a reason to stop the agent. On timeout or stop the whole group is killed.
+    `on_line` may return a reason to stop the agent. On timeout or stop, the agent and everything
+    it started are killed (`kill_tree`).
     Stdin is /dev/null. Raises `OSError` only when the binary cannot start.
     """
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True, limit=64 * 1024 * 1024)
-    lines: list[str] = []
     err_tail: list[bytes] = []
     stopped: list[str] = []
 
@@ -284,7 +511,6 @@ async def stream_process(argv: list[str], cwd: Path, env: dict[str, str], timeou
         async for raw in proc.stdout:
             line = raw.decode("utf-8", "replace").rstrip("\n")
             if line.strip():
-                lines.append(line)
                 reason = on_line(line)
                 if reason:
                     stopped.append(reason)
@@ -305,30 +531,34 @@ async def stream_process(argv: list[str], cwd: Path, env: dict[str, str], timeou
     except asyncio.TimeoutError:
         timed_out = not stopped
     finally:
-        await asyncio.to_thread(kill_group, proc.pid)
+        await asyncio.to_thread(kill_tree, proc.pid)
         try:
             await asyncio.wait_for(proc.wait(), 5)
         except asyncio.TimeoutError:
             pass
         err_task.cancel()
     stderr = b"".join(err_tail).decode("utf-8", "replace")
-    return ProcessResult(lines, proc.returncode, stderr, timed_out, stopped[0] if stopped else None)
+    return ProcessResult(proc.returncode, stderr, timed_out, stopped[0] if stopped else None)
 
 
-@asynccontextmanager
-async def deadline(timeout_s: float) -> AsyncIterator[list[bool]]:
-    """`async with deadline(t) as hit:` cancels the body after t seconds; `hit[0]` says it did."""
-    hit = [False]
+@contextmanager
+def watchdog(timeout_s: float, pid: Callable[[], int | None]) -> Iterator[list[bool]]:
+    """`with watchdog(t, launcher.pid) as fired:` SIGKILLs the agent's process tree after t seconds.
+
+    An SDK that is cancelled shuts its agent down politely (seconds); killing the group at the
+    deadline makes its stream end at once. `fired[0]` says whether the deadline was hit.
+    """
+    fired = [False]
+
+    def fire() -> None:
+        fired[0] = True
+        kill_tree(pid(), grace_s=0)
+
+    handle = asyncio.get_running_loop().call_later(timeout_s, fire)
     try:
-        async with asyncio.timeout(timeout_s):
-            yield hit
-    except TimeoutError:
-        hit[0] = True
-
-
-def last_line(text: str, limit: int = 400) -> str:
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1][:limit] if lines else ""
+        yield fired
+    finally:
+        handle.cancel()
 
 
 # -- the workspace as a git repository: the patch of coding tasks -----------------------------------

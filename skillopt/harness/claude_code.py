@@ -18,26 +18,18 @@ import dataclasses
 import importlib.util
 import json
 import os
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-from skillopt.benchmarks.base import RolloutOutput, Task
-from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.agent_common import (
-    NUDGE, AgentOptions, Launcher, agent_home, child_env, endpoint, kill_group, mentions_skill_file,
-    prepare_git, process_slots, stream_process, task_prompt, workspace_diff,
+    NUDGE, AgentHarness, AgentRun, AgentTrace, Launcher, agent_home, child_env, endpoint, kill_tree,
+    mentions_skill_file, stream_process, watchdog,
 )
-from skillopt.harness.base import Limits, Rollout, Usage
+from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
-from skillopt.models.types import CallRecord
-from skillopt.skill import Skill
-from skillopt.traces.events import (
-    ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent,
-)
+from skillopt.traces.events import ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent
 from skillopt.traces.summary import discovery_event
 
 # Variables the SDK adds to the CLI's environment that the launcher lets through.
@@ -45,34 +37,20 @@ SDK_ENV_PREFIXES = ("CLAUDE_CODE_ENTRYPOINT", "CLAUDE_AGENT_SDK", "CLAUDE_CODE_S
 INSTALL_HINT = 'pip install "skillopt[claude-code]" (bundles Claude Code), or npm i -g @anthropic-ai/claude-code'
 
 
-class ClaudeTrace:
+class ClaudeTrace(AgentTrace):
     """Claude Code stream-json events -> normalized trace events, final answer, usage."""
 
-    def __init__(self, skill_name: str, t0: float, target: ModelSpec, prices: dict | None = None):
-        self.skill, self.t0, self.target, self.prices = skill_name, t0, target, prices
-        self.events: list[TraceEvent] = []
-        self.session_id: str | None = None
-        self.answer = ""  # of the last session
-        self.errors: list[str] = []  # why the agent failed (empty: it did not)
-        self.usage = Usage()
-        self._texts: list[str] = []
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._texts: list[str] = []  # the main agent's texts in this session
         self._init_seen = False
+        self.results = 0  # `result` events seen (one per finished session)
 
-    def t(self) -> float:
-        return round(time.monotonic() - self.t0, 3)
+    def start(self, prompt: str) -> None:
+        super().start(prompt)
+        self._texts = []
 
-    def add(self, event: TraceEvent) -> None:
-        self.events.append(event)
-
-    def fail(self, message: str) -> None:
-        self.errors.append(message)
-        self.add(ErrorEvent(t=self.t(), message=message))
-
-    def start_session(self, prompt: str) -> None:
-        self.answer, self._texts = "", []
-        self.add(MessageEvent(t=self.t(), role="user", text=prompt))
-
-    def feed(self, ev: dict[str, Any]) -> None:
+    def feed(self, ev: dict[str, Any]) -> str | None:
         kind = ev.get("type")
         self.session_id = ev.get("session_id") or self.session_id
         if kind == "system":
@@ -83,6 +61,7 @@ class ClaudeTrace:
             self._user(ev)
         elif kind == "result":
             self._result(ev)
+        return None
 
     def _system(self, ev: dict[str, Any]) -> None:
         if ev.get("subtype") == "init" and isinstance(ev.get("skills"), list) and not self._init_seen:
@@ -98,6 +77,9 @@ class ClaudeTrace:
         for block in msg.get("content") or []:
             btype = block.get("type")
             if btype == "text" and block.get("text", "").strip():
+                if ev.get("error"):  # Claude Code's own message about a failed model call, not the model's
+                    self.add(ErrorEvent(t=self.t(), message=f"model call failed ({ev['error']}): {block['text']}"))
+                    continue
                 self.add(MessageEvent(t=self.t(), role="assistant", text=block["text"]))
                 if main:
                     self._texts.append(block["text"])
@@ -105,8 +87,6 @@ class ClaudeTrace:
                 name, inp = block.get("name", "?"), block.get("input")
                 self.add(ToolCallEvent(t=self.t(), id=block.get("id", ""), name=name, input=inp))
                 self._skill_use(name, inp)
-        if ev.get("error"):
-            self.add(ErrorEvent(t=self.t(), message=f"assistant message error: {ev['error']}"))
 
     def _skill_use(self, tool: str, inp: Any) -> None:
         inp = inp if isinstance(inp, dict) else {}
@@ -129,21 +109,22 @@ class ClaudeTrace:
                 self.add(MessageEvent(t=self.t(), role="user", text=block["text"]))
 
     def _result(self, ev: dict[str, Any]) -> None:
+        self.results += 1
         u = ev.get("usage") or {}
         tokens_in = sum(int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
                                                        "cache_read_input_tokens"))
         tokens_out = int(u.get("output_tokens") or 0)
-        turns = int(ev.get("num_turns") or 0)
         cost = cost_usd(self.target, tokens_in, tokens_out, self.prices)
         if cost is None and self.target.provider == "anthropic" and _priced(ev):
             cost = ev.get("total_cost_usd")
-        self.add(UsageEvent(t=self.t(), input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost, turns=turns))
-        self.usage = self.usage + Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost, calls=turns)
-        result = ev.get("result")
-        self.answer = result if isinstance(result, str) and result.strip() else (self._texts[-1] if self._texts else "")
-        if ev.get("is_error") or (ev.get("subtype") not in (None, "success")):
-            detail = "; ".join(str(e) for e in ev.get("errors") or []) or (result if isinstance(result, str) else "")
-            self.fail(f"claude code ended with {ev.get('subtype')}: {detail}".rstrip(": "))
+        self.count(tokens_in, tokens_out, int(ev.get("num_turns") or 0), cost)
+        result = ev.get("result") if isinstance(ev.get("result"), str) else ""
+        if ev.get("is_error") or ev.get("subtype") not in (None, "success"):
+            detail = "; ".join(str(e) for e in ev.get("errors") or []) or result
+            kind = "an error" if ev.get("subtype") in (None, "success") else ev["subtype"]
+            self.fail(f"claude code ended with {kind}: {detail}".rstrip(": "))
+            return  # its `result` is then an error message, not an answer
+        self.answer = result if result.strip() else (self._texts[-1] if self._texts else "")
 
 
 def _priced(ev: dict[str, Any]) -> bool:
@@ -198,79 +179,33 @@ def _block(block: Any) -> dict[str, Any]:
     return {"type": names.get(kind, kind), **data}
 
 
-def _bundled_claude() -> str | None:
-    spec = importlib.util.find_spec("claude_agent_sdk")
-    if spec is None or not spec.origin:
-        return None
-    path = Path(spec.origin).parent / "_bundled" / "claude"
-    return str(path) if path.exists() else None
-
-
-class ClaudeCodeHarness:
+class ClaudeCodeHarness(AgentHarness):
     name = "claude-code"
     apis: frozenset[str] = frozenset({"messages"})
     skill_dir = ".claude/skills"
+    sdk_module, extra, cli_name, install_hint = "claude_agent_sdk", "claude-code", "claude", INSTALL_HINT
 
-    def __init__(self, ctx: HarnessContext):
-        self.models = ctx.models
-        self.opts = AgentOptions.parse(self.name, ctx.options)
-        self.mode = self._resolve_mode()
+    def bundled_binary(self) -> str | None:
+        spec = importlib.util.find_spec("claude_agent_sdk")
+        path = Path(spec.origin).parent / "_bundled" / "claude" if spec and spec.origin else None
+        return str(path) if path and path.exists() else None
 
-    def _resolve_mode(self) -> str:
-        has_sdk = importlib.util.find_spec("claude_agent_sdk") is not None
-        if self.opts.mode == "sdk" and not has_sdk:
-            raise MissingExtra("the claude-code harness in sdk mode", "claude-code", "claude-agent-sdk")
-        if self.opts.mode == "sdk" or (self.opts.mode == "auto" and has_sdk):
-            return "sdk"
-        if not (self.opts.binary or shutil.which("claude") or _bundled_claude()):
-            raise BadInput(f"the claude-code harness needs Claude Code: {INSTALL_HINT}")
-        return "cli"
+    def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> ClaudeTrace:
+        return ClaudeTrace(skill, t0, target, self.models.prices)
 
-    def _binary(self) -> str | None:
-        """The option's binary; else the SDK's bundled one (sdk mode) or the one on PATH (cli mode)."""
-        if self.opts.binary:
-            return self.opts.binary
-        bundled, on_path = _bundled_claude(), shutil.which("claude")
-        return (bundled or on_path) if self.mode == "sdk" else (on_path or bundled)
-
-    async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
-        t0 = time.monotonic()
-        trace = ClaudeTrace(skill.name, t0, target, self.models.prices)
-        raw: list[str] = []
-        coding = task.kind in ("code", "swe")
-        try:
-            if coding and (err := await asyncio.to_thread(prepare_git, ws)):
-                trace.add(ErrorEvent(t=trace.t(), message=err))
-            env = self._env(ws, target, limits)
-            binary = self._binary()
-            if binary is None:
-                raise FileNotFoundError(f"no Claude Code binary: {INSTALL_HINT}")
-            deadline = t0 + self.opts.timeout(limits)
-            async with process_slots(self.opts.max_processes):
-                await self._session(task_prompt(task), None, ws, env, binary, target, limits, trace, raw, deadline)
-                if self.opts.nudge_empty and not trace.answer.strip() and not trace.errors and trace.session_id:
-                    await self._session(NUDGE, trace.session_id, ws, env, binary, target, limits, trace, raw, deadline)
-        except Exception as e:  # the agent failed; the run goes on (Harness contract)
-            trace.fail(f"claude code failed: {type(e).__name__}: {e}")
-        patch = await asyncio.to_thread(workspace_diff, ws) if coding else None
-        if not trace.errors and not trace.answer.strip():
-            trace.fail("empty final answer" + (" (after a nudge)" if self.opts.nudge_empty else ""))
-        self._meter(target, trace.usage)
-        return Rollout(task_id=task.id, output=RolloutOutput(text=trace.answer, patch=patch), trace=trace.events,
-                       usage=trace.usage, duration_s=time.monotonic() - t0, error="; ".join(trace.errors) or None,
-                       raw_log="\n".join(raw) + "\n" if raw else None)
-
-    async def _session(self, prompt: str, resume: str | None, ws: Path, env: dict[str, str], binary: str,
-                       target: ModelSpec, limits: Limits, trace: ClaudeTrace, raw: list[str], deadline: float) -> None:
-        trace.start_session(prompt)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            trace.fail(f"timed out after {self.opts.timeout(limits):.0f}s")
-            return
-        if self.mode == "sdk":
-            await self._run_sdk(prompt, resume, ws, env, binary, target, limits, trace, raw, left)
-        else:
-            await self._run_cli(prompt, resume, ws, env, binary, target, limits, trace, raw, left)
+    async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
+        """One session; a second one, resuming it, with a nudge when the final answer is empty."""
+        flags = self._flags(target, limits)
+        for text in (prompt, NUDGE):
+            resume = run.trace.session_id if text is NUDGE else None
+            if text is NUDGE and not self.needs_nudge(run.trace):
+                return
+            run.trace.start(text)
+            if run.left() <= 0:
+                return run.timed_out()
+            await (self._run_sdk if self.mode == "sdk" else self._run_cli)(run, text, resume, flags)
+            if run.trace.errors:
+                return
 
     def _flags(self, target: ModelSpec, limits: Limits) -> dict[str, Any]:
         o = self.opts
@@ -278,10 +213,8 @@ class ClaudeCodeHarness:
                 "allowed_tools": list(o.allowed_tools or ()), "disallowed_tools": list(o.disallowed_tools or ()),
                 "tools": list(o.tools) if o.tools is not None else None, "effort": o.reasoning_effort}
 
-    async def _run_cli(self, prompt: str, resume: str | None, ws: Path, env: dict[str, str], binary: str,
-                       target: ModelSpec, limits: Limits, trace: ClaudeTrace, raw: list[str], timeout: float) -> None:
-        f = self._flags(target, limits)
-        argv = [binary, "-p", "--output-format", "stream-json", "--verbose", "--model", f["model"],
+    async def _run_cli(self, run: AgentRun, prompt: str, resume: str | None, f: dict[str, Any]) -> None:
+        argv = [run.binary, "-p", "--output-format", "stream-json", "--verbose", "--model", f["model"],
                 "--permission-mode", f["permission_mode"], "--max-turns", str(f["max_turns"]),
                 "--setting-sources", "project"]
         for flag, key in (("--allowedTools", "allowed_tools"), ("--disallowedTools", "disallowed_tools")):
@@ -293,81 +226,66 @@ class ClaudeCodeHarness:
             argv += ["--effort", f["effort"]]
         if resume:
             argv += ["--resume", resume]
-        argv += ["--", prompt]
-
-        got_result = False
-
-        def on_line(line: str) -> str | None:
-            nonlocal got_result
-            raw.append(line)
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                return None
-            if isinstance(ev, dict):
-                trace.feed(ev)
-                got_result = got_result or ev.get("type") == "result"
-            return None
-
-        res = await stream_process(argv, ws, env, timeout, on_line)
+        results = run.trace.results
+        res = await stream_process(argv + ["--", prompt], run.ws, run.env, run.left(), run.feed_line)
+        run.log_stderr(res.stderr)
         if res.timed_out:
-            trace.fail(f"timed out after {self.opts.timeout(limits):.0f}s")
-        elif not got_result:
+            run.timed_out()
+        elif run.trace.results == results:  # it died before its `result` event
             tail = res.stderr.strip()[-400:] or "no output"
-            trace.fail(f"claude exited with code {res.returncode} before its result: {tail}")
-        if res.stderr.strip():
-            raw.append(json.dumps({"type": "skillopt:stderr", "text": res.stderr[-4000:]}))
+            run.trace.fail(f"claude exited with code {res.returncode} before its result: {tail}")
 
-    async def _run_sdk(self, prompt: str, resume: str | None, ws: Path, env: dict[str, str], binary: str,
-                       target: ModelSpec, limits: Limits, trace: ClaudeTrace, raw: list[str], timeout: float) -> None:
+    async def _run_sdk(self, run: AgentRun, prompt: str, resume: str | None, f: dict[str, Any]) -> None:
         from claude_agent_sdk import ClaudeAgentOptions, query
 
-        f = self._flags(target, limits)
-        launcher = Launcher.write(Path(env["HOME"]), "claude", binary, (), keep=tuple(env), prefixes=SDK_ENV_PREFIXES)
+        launcher = Launcher.write(Path(run.env["HOME"]), "claude", run.binary, (), keep=tuple(run.env),
+                                  prefixes=SDK_ENV_PREFIXES)
         stderr: list[str] = []
         options = ClaudeAgentOptions(
-            cwd=str(ws), cli_path=str(launcher.path), env=env, model=f["model"], permission_mode=f["permission_mode"],
-            max_turns=f["max_turns"], allowed_tools=f["allowed_tools"], disallowed_tools=f["disallowed_tools"],
-            tools=f["tools"], effort=f["effort"], setting_sources=["project"], resume=resume,
-            stderr=_keep_tail(stderr, 50),
+            cwd=str(run.ws), cli_path=str(launcher.path), env=run.env, model=f["model"],
+            permission_mode=f["permission_mode"], max_turns=f["max_turns"], allowed_tools=f["allowed_tools"],
+            disallowed_tools=f["disallowed_tools"], tools=f["tools"], effort=f["effort"],
+            setting_sources=["project"], resume=resume, stderr=_keep_tail(stderr, 50),
         )
         messages = query(prompt=prompt, options=options)
         got_result = False
-        try:
-            async with asyncio.timeout(timeout):
-                async for msg in messages:
-                    ev = sdk_message_to_event(msg)
-                    got_result = got_result or ev.get("type") == "result"
-                    raw.append(json.dumps(ev, ensure_ascii=False, default=str))
-                    trace.feed(ev)
-        except TimeoutError:
-            trace.fail(f"timed out after {self.opts.timeout(limits):.0f}s")
-        except Exception as e:  # the SDK raises for a crashed CLI (ProcessError, CLIConnectionError, ...)
-            if not got_result:
-                tail = " | ".join(stderr[-5:])
-                trace.fail(f"claude code failed: {type(e).__name__}: {e}" + (f" (stderr: {tail[-400:]})" if tail else ""))
-        finally:
-            await asyncio.to_thread(kill_group, launcher.pid())
+        with watchdog(run.left(), launcher.pid) as fired:
             try:
-                await asyncio.wait_for(messages.aclose(), 10)
-            except (Exception, asyncio.CancelledError):
-                pass
-        if stderr:
-            raw.append(json.dumps({"type": "skillopt:stderr", "text": "\n".join(stderr)[-4000:]}))
+                async with asyncio.timeout(run.left() + 15):  # in case the SDK hangs after the kill
+                    async for msg in messages:
+                        ev = sdk_message_to_event(msg)
+                        got_result = got_result or ev.get("type") == "result"
+                        run.raw.append(json.dumps(ev, ensure_ascii=False, default=str))
+                        run.trace.feed(ev)
+            except Exception as e:  # the SDK raises for a dead CLI (ProcessError, CLIConnectionError, ...)
+                if not got_result and not fired[0]:
+                    tail = " | ".join(stderr[-5:])[-400:]
+                    run.trace.fail(f"claude code failed: {type(e).__name__}: {e}" + (f" (stderr: {tail})" if tail else ""))
+            finally:
+                await asyncio.to_thread(kill_tree, launcher.pid())
+                try:
+                    await asyncio.wait_for(messages.aclose(), 10)
+                except (Exception, asyncio.CancelledError):
+                    pass
+        run.log_stderr("\n".join(stderr))
+        if fired[0]:
+            run.timed_out()
+        elif not got_result and not run.trace.errors:
+            run.trace.fail("claude code ended without a result")
 
-    def _env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
         home = agent_home(ws)
         ep = endpoint(target, self.models.env, "messages")
         model = self.opts.model or target.model
-        timeout_ms = int(min(self.opts.timeout(limits), 600) * 1000)
         values = {
             "CLAUDE_CONFIG_DIR": str(home / ".claude"), "IS_SANDBOX": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
             "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_MAX_RETRIES": str(self.opts.max_retries), "API_TIMEOUT_MS": str(timeout_ms),
+            "CLAUDE_CODE_MAX_RETRIES": str(self.opts.max_retries),
+            "API_TIMEOUT_MS": str(int(min(self.opts.timeout(limits), 600) * 1000)),
             "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(int(self.opts.stream_idle_timeout_s * 1000)),
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(self.opts.output_tokens(limits)),
-            # every model role (background, subagents) uses the target model
+            # every model role (background work, subagents) uses the target model
             "ANTHROPIC_MODEL": model, "ANTHROPIC_SMALL_FAST_MODEL": model, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
             "ANTHROPIC_DEFAULT_SONNET_MODEL": model, "ANTHROPIC_DEFAULT_OPUS_MODEL": model,
             "CLAUDE_CODE_SUBAGENT_MODEL": model,
@@ -376,11 +294,6 @@ class ClaudeCodeHarness:
             values["ANTHROPIC_BASE_URL"] = ep.base_url
         values["ANTHROPIC_AUTH_TOKEN" if ep.bearer else "ANTHROPIC_API_KEY"] = ep.api_key
         return child_env(home, dict(os.environ), **values, **self.opts.env)
-
-    def _meter(self, target: ModelSpec, usage: Usage) -> None:
-        if usage.calls or usage.input_tokens:
-            self.models.meter.record(CallRecord(role="target", model=str(target), input_tokens=usage.input_tokens,
-                                                output_tokens=usage.output_tokens, cost_usd=usage.cost_usd))
 
 
 @harness("claude-code", description="Claude Code (claude-agent-sdk or the claude CLI); the skill in .claude/skills",

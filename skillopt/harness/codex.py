@@ -17,30 +17,20 @@ file there tells whether the skill was listed to the model.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import re
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-from skillopt.benchmarks.base import RolloutOutput, Task
-from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.agent_common import (
-    NUDGE, AgentOptions, Endpoint, Launcher, agent_home, child_env, endpoint, kill_group, mentions_skill_file,
-    prepare_git, process_slots, stream_process, task_prompt, workspace_diff,
+    NUDGE, AgentHarness, AgentOptions, AgentRun, AgentTrace, Endpoint, Launcher, agent_home, child_env, endpoint,
+    kill_tree, mentions_skill_file, stream_process, watchdog,
 )
-from skillopt.harness.base import Limits, Rollout, Usage
+from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
-from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
-from skillopt.models.types import CallRecord
-from skillopt.skill import Skill
-from skillopt.traces.events import (
-    ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent,
-)
+from skillopt.traces.events import ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, UsageEvent
 from skillopt.traces.summary import discovery_event
 
 KEY_VAR = "SKILLOPT_CODEX_API_KEY"  # the provider's env_key: the key never touches the disk
@@ -50,47 +40,35 @@ _BENIGN = ("Model metadata for",)  # Codex warnings that are not failures (unkno
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
-class CodexTrace:
-    """`codex exec --json` events -> normalized trace events, final answer, usage."""
+class CodexTrace(AgentTrace):
+    """`codex exec --json` events -> normalized trace events, final answer, usage.
 
-    def __init__(self, skill_name: str, t0: float, target: ModelSpec, max_tool_calls: int,
-                 prices: dict | None = None):
-        self.skill, self.t0, self.target, self.prices = skill_name, t0, target, prices
+    `session_id` is Codex's thread id. More than `max_tool_calls` tool calls stop the agent
+    (Codex has no turn limit of its own).
+    """
+
+    def __init__(self, *args: Any, max_tool_calls: int, **kwargs: Any):
+        super().__init__(*args, **kwargs)
         self.max_tool_calls = max_tool_calls
-        self.events: list[TraceEvent] = []
-        self.thread_id: str | None = None
-        self.answer = ""  # of the last turn
-        self.errors: list[str] = []
-        self.usage = Usage()
         self.turn_done = False
         self._started: set[str] = set()
         self._calls = 0
-        self._skill_seen = False
 
-    def t(self) -> float:
-        return round(time.monotonic() - self.t0, 3)
-
-    def add(self, event: TraceEvent) -> None:
-        self.events.append(event)
-
-    def fail(self, message: str) -> None:
-        self.errors.append(message)
-        self.add(ErrorEvent(t=self.t(), message=message))
-
-    def start_turn(self, prompt: str) -> None:
-        self.answer, self.turn_done = "", False
-        self.add(MessageEvent(t=self.t(), role="user", text=prompt))
+    def start(self, prompt: str) -> None:
+        super().start(prompt)
+        self.turn_done = False
 
     def feed(self, ev: dict[str, Any]) -> str | None:
         """Take one event; return a reason to stop the agent (too many tool calls), else None."""
         kind = ev.get("type")
         if kind == "thread.started":
-            self.thread_id = ev.get("thread_id") or self.thread_id
+            self.session_id = ev.get("thread_id") or self.session_id
         elif kind in ("item.started", "item.completed"):
             return self._item(ev.get("item") or {}, kind == "item.completed")
         elif kind == "turn.completed":
             self.turn_done = True
-            self._usage(ev.get("usage") or {}, ev.get("model_calls"))
+            u = ev.get("usage") or {}
+            self.count(int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0), ev.get("model_calls"))
         elif kind == "turn.failed":
             self.turn_done = True
             self.fail(f"codex turn failed: {(ev.get('error') or {}).get('message', 'unknown error')}")
@@ -130,13 +108,6 @@ class CodexTrace:
         paths = [a.get("path", "") for a in item.get("command_actions") or [] if isinstance(a, dict)]
         if any(mentions_skill_file(p, self.skill) for p in [item.get("command", ""), *paths]):
             self.add(SkillUsedEvent(t=self.t(), name=self.skill, how="read SKILL.md (shell)"))
-
-    def _usage(self, u: dict[str, Any], calls: int | None) -> None:
-        tokens_in, tokens_out = int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
-        cost = cost_usd(self.target, tokens_in, tokens_out, self.prices)
-        self.add(UsageEvent(t=self.t(), input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost, turns=calls))
-        self.usage = self.usage + Usage(input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost,
-                                        calls=calls or 0)
 
 
 def _tool_call(item: dict[str, Any]) -> tuple[str, Any] | None:
@@ -238,8 +209,8 @@ def codex_config(model: str, ep: Endpoint, opts: AgentOptions) -> str:
               f"stream_idle_timeout_ms = {int(opts.stream_idle_timeout_s * 1000)}"]
     if ep.query:
         lines.append("query_params = { " + ", ".join(f"{q(k)} = {q(v)}" for k, v in ep.query) + " }")
-    if "azure" in (ep.base_url or ""):
-        lines.append(f'env_http_headers = {{ "api-key" = {q(KEY_VAR)} }}')
+    if ep.key_header:
+        lines.append(f"env_http_headers = {{ {q(ep.key_header)} = {q(KEY_VAR)} }}")
     return "\n".join(lines) + "\n"
 
 
@@ -256,92 +227,39 @@ def _bundled_codex() -> tuple[str | None, str | None]:
         return None, None
 
 
-class CodexHarness:
+class CodexHarness(AgentHarness):
     name = "codex"
     apis: frozenset[str] = frozenset({"responses"})
     skill_dir = ".agents/skills"
+    sdk_module, extra, cli_name, install_hint = "openai_codex", "codex", "codex", INSTALL_HINT
 
-    def __init__(self, ctx: HarnessContext):
-        self.models = ctx.models
-        self.opts = AgentOptions.parse(self.name, ctx.options)
-        self.mode = self._resolve_mode()
+    def bundled_binary(self) -> str | None:
+        return _bundled_codex()[0]
 
-    def _resolve_mode(self) -> str:
-        has_sdk = importlib.util.find_spec("openai_codex") is not None
-        if self.opts.mode == "sdk" and not has_sdk:
-            raise MissingExtra("the codex harness in sdk mode", "codex", "openai-codex")
-        if self.opts.mode == "sdk" or (self.opts.mode == "auto" and has_sdk):
-            return "sdk"
-        if not (self.opts.binary or shutil.which("codex") or _bundled_codex()[0]):
-            raise BadInput(f"the codex harness needs Codex: {INSTALL_HINT}")
-        return "cli"
+    def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> CodexTrace:
+        return CodexTrace(skill, t0, target, self.models.prices, max_tool_calls=self.opts.turns(limits))
 
-    def _binary(self) -> str | None:
-        if self.opts.binary:
-            return self.opts.binary
-        bundled, on_path = _bundled_codex()[0], shutil.which("codex")
-        return (bundled or on_path) if self.mode == "sdk" else (on_path or bundled)
+    async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
+        if self.mode == "sdk":
+            await self._run_sdk(run, prompt)
+        else:
+            await self._run_cli(run, prompt)
 
-    async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
-        t0 = time.monotonic()
-        trace = CodexTrace(skill.name, t0, target, self.opts.turns(limits), self.models.prices)
-        raw: list[str] = []
-        coding = task.kind in ("code", "swe")
-        env: dict[str, str] = {}
-        try:
-            if coding and (err := await asyncio.to_thread(prepare_git, ws)):
-                trace.add(ErrorEvent(t=trace.t(), message=err))
-            env = self._env(ws, target)
-            binary = self._binary()
-            if binary is None:
-                raise FileNotFoundError(f"no codex binary: {INSTALL_HINT}")
-            deadline = t0 + self.opts.timeout(limits)
-            run = self._run_sdk if self.mode == "sdk" else self._run_cli
-            async with process_slots(self.opts.max_processes):
-                await run(task_prompt(task), ws, env, binary, trace, raw, deadline, limits)
-        except Exception as e:  # the agent failed; the run goes on (Harness contract)
-            trace.fail(f"codex failed: {type(e).__name__}: {e}")
-        if env:
-            self._add_session_facts(Path(env["CODEX_HOME"]), trace)
-        patch = await asyncio.to_thread(workspace_diff, ws) if coding else None
-        if not trace.errors and not trace.answer.strip():
-            trace.fail("empty final answer" + (" (after a nudge)" if self.opts.nudge_empty else ""))
-        if trace.usage.input_tokens or trace.usage.calls:
-            self.models.meter.record(CallRecord(role="target", model=str(target), input_tokens=trace.usage.input_tokens,
-                                                output_tokens=trace.usage.output_tokens, cost_usd=trace.usage.cost_usd))
-        return Rollout(task_id=task.id, output=RolloutOutput(text=trace.answer, patch=patch), trace=trace.events,
-                       usage=trace.usage, duration_s=time.monotonic() - t0, error="; ".join(trace.errors) or None,
-                       raw_log="\n".join(raw) + "\n" if raw else None)
-
-    def _needs_nudge(self, trace: CodexTrace) -> bool:
-        return self.opts.nudge_empty and not trace.answer.strip() and not trace.errors and bool(trace.thread_id)
-
-    async def _run_cli(self, prompt: str, ws: Path, env: dict[str, str], binary: str, trace: CodexTrace,
-                       raw: list[str], deadline: float, limits: Limits) -> None:
-        for attempt, text in enumerate((prompt, NUDGE)):
-            if attempt and not self._needs_nudge(trace):
+    async def _run_cli(self, run: AgentRun, prompt: str) -> None:
+        """`codex exec --json PROMPT`, then `codex exec resume THREAD NUDGE` when the answer is empty."""
+        trace: CodexTrace = run.trace  # type: ignore[assignment]
+        for text in (prompt, NUDGE):
+            if text is NUDGE and not self.needs_nudge(trace):
                 return
-            trace.start_turn(text)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                trace.fail(f"timed out after {self.opts.timeout(limits):.0f}s")
-                return
-            argv = [binary, "exec"] + (["resume", trace.thread_id or ""] if attempt else []) + [
-                "--json", "--skip-git-repo-check"] + (["--cd", str(ws)] if not attempt else []) + ["--", text]
-
-            def on_line(line: str) -> str | None:
-                raw.append(line)
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    return None
-                return trace.feed(ev) if isinstance(ev, dict) else None
-
-            res = await stream_process(argv, ws, env, left, on_line)
-            if res.stderr.strip():
-                raw.append(json.dumps({"type": "skillopt:stderr", "text": res.stderr[-4000:]}))
+            trace.start(text)
+            if run.left() <= 0:
+                return run.timed_out()
+            head = ["exec", "resume", trace.session_id or ""] if text is NUDGE else ["exec", "--cd", str(run.ws)]
+            argv = [run.binary, *head, "--json", "--skip-git-repo-check", "--", text]
+            res = await stream_process(argv, run.ws, run.env, run.left(), run.feed_line)
+            run.log_stderr(res.stderr)
             if res.timed_out:
-                trace.fail(f"timed out after {self.opts.timeout(limits):.0f}s")
+                run.timed_out()
             elif res.stopped:
                 trace.fail(res.stopped)
             elif not trace.turn_done:
@@ -350,67 +268,74 @@ class CodexHarness:
             if trace.errors:
                 return
 
-    async def _run_sdk(self, prompt: str, ws: Path, env: dict[str, str], binary: str, trace: CodexTrace,
-                       raw: list[str], deadline: float, limits: Limits) -> None:
+    async def _run_sdk(self, run: AgentRun, prompt: str) -> None:
+        """`AsyncCodex` over `codex app-server`: one thread, one turn, a second turn with a nudge if needed."""
         from openai_codex import ApprovalMode, AsyncCodex, CodexConfig, Sandbox
 
+        trace: CodexTrace = run.trace  # type: ignore[assignment]
         sandbox = {"read-only": Sandbox.read_only, "workspace-write": Sandbox.workspace_write,
                    "danger-full-access": Sandbox.full_access}[self.opts.sandbox]
-        launcher = Launcher.write(Path(env["HOME"]), "codex", binary, ("app-server", "--listen", "stdio://"),
-                                  keep=tuple(env))
-        codex = AsyncCodex(CodexConfig(launch_args_override=(str(launcher.path),), cwd=str(ws), env=env))
-        try:
-            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
-                thread = await codex.thread_start(cwd=str(ws), sandbox=sandbox, approval_mode=ApprovalMode.deny_all)
-                trace.thread_id = thread.id
-                for attempt, text in enumerate((prompt, NUDGE)):
-                    if attempt and not self._needs_nudge(trace):
-                        break
-                    trace.start_turn(text)
-                    await self._sdk_turn(thread, text, trace, raw)
-                    if trace.errors:
-                        break
-        except TimeoutError:
-            trace.fail(f"timed out after {self.opts.timeout(limits):.0f}s")
-        finally:
-            await asyncio.to_thread(kill_group, launcher.pid())
+        launcher = Launcher.write(Path(run.env["HOME"]), "codex", run.binary, ("app-server", "--listen", "stdio://"),
+                                  keep=tuple(run.env))
+        codex = AsyncCodex(CodexConfig(launch_args_override=(str(launcher.path),), cwd=str(run.ws), env=run.env))
+        with watchdog(run.left(), launcher.pid) as fired:
             try:
-                await asyncio.wait_for(codex.close(), 10)
-            except (Exception, asyncio.CancelledError):
-                pass
+                async with asyncio.timeout(run.left() + 15):  # in case the SDK hangs after the kill
+                    thread = await codex.thread_start(cwd=str(run.ws), sandbox=sandbox,
+                                                      approval_mode=ApprovalMode.deny_all)
+                    trace.session_id = thread.id
+                    for text in (prompt, NUDGE):
+                        if text is NUDGE and not self.needs_nudge(trace):
+                            break
+                        trace.start(text)
+                        await self._sdk_turn(thread, text, run)
+                        if not trace.turn_done and not trace.errors and not fired[0]:
+                            trace.fail("codex app-server ended the turn without completing it")
+                        if trace.errors or fired[0]:
+                            break
+            except Exception as e:  # the SDK raises when the app-server dies (TransportClosedError, ...)
+                if not fired[0]:
+                    trace.fail(f"codex failed: {type(e).__name__}: {e}")
+            finally:
+                await asyncio.to_thread(kill_tree, launcher.pid())
+                try:
+                    await asyncio.wait_for(codex.close(), 10)
+                except (Exception, asyncio.CancelledError):
+                    pass
+        if fired[0]:
+            run.timed_out()
 
-    async def _sdk_turn(self, thread: Any, text: str, trace: CodexTrace, raw: list[str]) -> None:
+    async def _sdk_turn(self, thread: Any, text: str, run: AgentRun) -> None:
         turn = await thread.turn(text)
         state: dict[str, Any] = {}
         async for note in turn.stream():
             payload = note.payload
             params = payload.model_dump(mode="json", by_alias=True, exclude_none=True) \
                 if hasattr(payload, "model_dump") else (payload if isinstance(payload, dict) else {})
-            raw.append(json.dumps({"method": note.method, "params": params}, ensure_ascii=False, default=str))
+            run.raw.append(json.dumps({"method": note.method, "params": params}, ensure_ascii=False, default=str))
             ev = app_server_event(note.method, params, state)
-            stop = trace.feed(ev) if ev else None
+            stop = run.trace.feed(ev) if ev else None
             if stop:
-                trace.fail(stop)
+                run.trace.fail(stop)
                 try:
                     await asyncio.wait_for(turn.interrupt(), 5)
                 except (Exception, asyncio.TimeoutError):
                     pass
                 return
-        if not trace.turn_done:
-            trace.fail("codex app-server ended the turn without completing it")
 
-    def _add_session_facts(self, codex_home: Path, trace: CodexTrace) -> None:
-        listed, calls = session_facts(codex_home, trace.thread_id)
+    def after(self, run: AgentRun) -> None:
+        """Codex's session file says which skills the model was shown, and how many model calls it made."""
+        trace = run.trace
+        listed, calls = session_facts(Path(run.env["CODEX_HOME"]), trace.session_id)
         if listed is not None:
             at = next((i + 1 for i, e in enumerate(trace.events) if isinstance(e, MessageEvent) and e.role == "user"), 0)
-            trace.events.insert(at, discovery_event(trace.skill, listed, t=0.0))
-        if calls and self.mode == "cli":  # exec's usage events do not count model calls; the session file does
+            trace.events.insert(at, discovery_event(trace.skill, listed, t=trace.events[at - 1].t if at else 0.0))
+        usage = [i for i, e in enumerate(trace.events) if isinstance(e, UsageEvent)]
+        if calls and self.mode == "cli" and len(usage) == 1:  # exec's usage events do not count model calls
+            trace.events[usage[0]] = trace.events[usage[0]].model_copy(update={"turns": calls})
             trace.usage = trace.usage.model_copy(update={"calls": calls})
-            usage = [i for i, e in enumerate(trace.events) if isinstance(e, UsageEvent)]
-            if len(usage) == 1:
-                trace.events[usage[0]] = trace.events[usage[0]].model_copy(update={"turns": calls})
 
-    def _env(self, ws: Path, target: ModelSpec) -> dict[str, str]:
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
         home = agent_home(ws)
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)

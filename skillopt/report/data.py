@@ -1,0 +1,218 @@
+"""Read-only views of a run directory for compare, lineage and the report.
+
+Everything here reads the run record (config, state, summary, skill versions, rollouts, steps,
+metrics) and the SQLite index; nothing writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from skillopt.errors import BadInput
+from skillopt.optimizer.types import GateDecision
+from skillopt.store.records import RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore
+from skillopt.store.run import RunStore
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class RunView:
+    """One run, as the reports read it. Cached: build a new view to see later changes."""
+
+    store: RunStore
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, runs_dir: Path, run_id: str) -> RunView:
+        if not run_id or run_id.strip() != run_id:
+            raise BadInput(f"bad run id {run_id!r}")
+        return cls(RunStore.open(runs_dir, run_id))
+
+    @property
+    def run_id(self) -> str:
+        return self.store.run_id
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.store.root.parent
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        return self.store.read_config()
+
+    @cached_property
+    def state(self) -> RunState | None:
+        return self.store.read_state()
+
+    @cached_property
+    def summary(self) -> RunSummary | None:
+        return self.store.read_summary()
+
+    @cached_property
+    def rollouts(self) -> list[RolloutRecord]:
+        return self.store.rollouts()
+
+    @cached_property
+    def metrics(self) -> list[dict[str, Any]]:
+        return self.store.metrics()
+
+    def versions(self) -> list[SkillVersion]:
+        return self.store.versions()
+
+    # facts about the run --------------------------------------------------------------------------
+    @property
+    def benchmark(self) -> str:
+        return str(self.config.get("benchmark", ""))
+
+    @property
+    def harness(self) -> str:
+        return str(self.config.get("harness", ""))
+
+    @property
+    def target_model(self) -> str:
+        return str(self.config.get("target_model", ""))
+
+    @property
+    def optimizer_model(self) -> str:
+        return str(self.config.get("optimizer_model", "") or "")
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.get("mode", "train"))
+
+    @property
+    def status(self) -> str:
+        if self.state is not None:
+            return self.state.status
+        return self.summary.status if self.summary else "new"
+
+    @property
+    def in_progress(self) -> bool:
+        """True when the run has not finished: still running, interrupted, or stopped by its budget."""
+        return self.status != "finished"
+
+    @property
+    def data_hash(self) -> str:
+        return self.summary.data_hash if self.summary else ""
+
+    def role_version(self, role: str) -> int | None:
+        """The version number of `seed`, `best` or `final` (None when unknown)."""
+        if role == "seed":
+            return 0
+        if self.state is not None:
+            return self.state.best if role == "best" else self.state.incumbent
+        if self.summary is not None:
+            return self.summary.versions.get(role)
+        return None
+
+    # rollouts -----------------------------------------------------------------------------------------
+    def records_for(self, sha: str, split: str | None = None) -> list[RolloutRecord]:
+        """Rollouts of the skill content `sha` (whatever version number they were stored under).
+
+        `split=None` or `"all"` gives every split. Duplicates of one (task, trial) keep the first.
+        """
+        seen: set[tuple[str, int, str]] = set()
+        out = []
+        for r in self._pool():
+            if r.skill_sha != sha or (split not in (None, "all") and r.split != split):
+                continue
+            k = (r.task_id, r.trial, r.split if split not in (None, "all") else "")
+            if k not in seen:
+                seen.add(k)
+                out.append(r)
+        return out
+
+    def _pool(self) -> list[RolloutRecord]:
+        """This run's rollouts, plus for an evaluation run those it reused from its source run."""
+        if "pool" not in self._memo:
+            pool = list(self.rollouts)
+            source = self.config.get("skill") if self.mode == "eval" else None
+            if isinstance(source, str) and not source.lower().endswith(".md"):
+                run_id = source.partition(":")[0]
+                if (self.runs_dir / run_id / "config.yaml").exists() and run_id != self.run_id:
+                    pool += RunStore(self.runs_dir / run_id).rollouts()
+            self._memo["pool"] = pool
+        return self._memo["pool"]
+
+    def split_score(self, version: int, split: str) -> SplitScore | None:
+        recs = self.records_for(self.store.version(version).sha, split)
+        if not recs:
+            return None
+        n = len(recs)
+        return SplitScore(hard=round(sum(r.hard for r in recs) / n, 6), soft=round(sum(r.soft for r in recs) / n, 6), n=n)
+
+    # gate decisions ---------------------------------------------------------------------------------------
+    def gates(self) -> dict[int, GateDecision]:
+        """Gate decisions by candidate version: steps/*/gate.json, then the SQLite index (consolidation)."""
+        if "gates" in self._memo:
+            return self._memo["gates"]
+        out: dict[int, GateDecision] = {}
+        for path in sorted(self.store.root.glob("steps/*/gate.json")):
+            try:
+                g = GateDecision.model_validate_json(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue
+            out[g.candidate] = g
+        for version, gate_json in self._index_gates():
+            if version not in out:
+                try:
+                    out[version] = GateDecision.model_validate_json(gate_json)
+                except ValueError:
+                    continue
+        self._memo["gates"] = out
+        return out
+
+    def _index_gates(self) -> Iterable[tuple[int, str]]:
+        db_path = self.runs_dir / "skillopt.db"
+        if not db_path.exists():
+            return []
+        try:
+            db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = db.execute("SELECT version, gate_json FROM skill_versions WHERE run_id=? AND gate_json IS NOT NULL",
+                                  (self.run_id,)).fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return []
+        return [(int(v), g) for v, g in rows]
+
+    def step_of(self, version: SkillVersion) -> float | None:
+        """Where a version sits on the step axis: its step, or (consolidation) half a step after the
+        last step of its epoch."""
+        if version.step is not None:
+            return float(version.step)
+        if version.origin.startswith("consolidate"):
+            last = 0
+            for m in self.metrics:
+                if "step" in m:
+                    last = int(m["step"])
+                elif m.get("version") == version.version:
+                    return last + 0.5
+        return None
+
+    def applied_edits(self, step: int) -> list[dict[str, Any]]:
+        data = self.store.read_step(step, "applied.json")
+        return data if isinstance(data, list) else []
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def per_task(records: Iterable[RolloutRecord], metric: str) -> dict[str, float]:
+    """Mean of `metric` per task over its trials."""
+    sums: dict[str, list[float]] = {}
+    for r in records:
+        sums.setdefault(r.task_id, []).append(float(getattr(r, metric)))
+    return {t: sum(v) / len(v) for t, v in sums.items()}

@@ -1,0 +1,110 @@
+"""The version tree of a run: each skill version with its parent, origin, gate decision and evidence."""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import BaseModel, Field
+
+from skillopt.optimizer.types import GateDecision
+from skillopt.report.data import RunView
+from skillopt.store.records import SplitScore
+
+
+class AppliedEdit(BaseModel):
+    op: str
+    anchor: str | None = None
+    text: str = ""
+    rationale: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    status: str = ""
+    detail: str = ""
+
+
+class VersionNode(BaseModel):
+    version: int
+    label: str
+    parent: int | None
+    origin: str
+    status: str
+    step: int | None
+    sha: str
+    val_score: float | None
+    marks: list[str] = Field(default_factory=list)  # "seed", "best", "final"
+    children: list[int] = Field(default_factory=list)
+    gate: GateDecision | None = None
+    edits: list[AppliedEdit] = Field(default_factory=list)  # what the step applied (step versions)
+    scores: dict[str, SplitScore] = Field(default_factory=dict)  # split -> score from rollouts
+
+
+class Lineage(BaseModel):
+    run_id: str
+    benchmark: str
+    harness: str
+    target_model: str
+    optimizer_model: str
+    status: str
+    stop_reason: str | None = None
+    steps: int = 0
+    data_hash: str = ""
+    nodes: list[VersionNode]
+
+    def node(self, version: int) -> VersionNode:
+        return next(n for n in self.nodes if n.version == version)
+
+    @property
+    def roots(self) -> list[VersionNode]:
+        known = {n.version for n in self.nodes}
+        return [n for n in self.nodes if n.parent is None or n.parent not in known]
+
+
+def lineage(view: RunView) -> Lineage:
+    """Every version of the run, linked to its parent, with its gate decision and scores."""
+    gates = view.gates()
+    marks: dict[int, list[str]] = {}
+    for role in ("seed", "best", "final"):
+        v = view.role_version(role)
+        if v is not None:
+            marks.setdefault(v, []).append(role)
+    nodes = []
+    for v in view.versions():
+        scores = {s: sc for s in ("val", "test") if (sc := view.split_score(v.version, s)) is not None}
+        edits = []
+        if v.step is not None and v.origin.startswith("step"):
+            edits = [_edit(r) for r in view.applied_edits(v.step) if isinstance(r, dict)]
+        nodes.append(VersionNode(
+            version=v.version, label=v.label, parent=v.parent, origin=v.origin, status=v.status, step=v.step,
+            sha=v.sha, val_score=v.val_score, marks=marks.get(v.version, []), gate=gates.get(v.version),
+            edits=edits, scores=scores))
+    by_version = {n.version: n for n in nodes}
+    for n in nodes:
+        if n.parent is not None and n.parent in by_version:
+            by_version[n.parent].children.append(n.version)
+    st, summary = view.state, view.summary
+    return Lineage(run_id=view.run_id, benchmark=view.benchmark, harness=view.harness,
+                   target_model=view.target_model, optimizer_model=view.optimizer_model, status=view.status,
+                   stop_reason=(st.stop_reason if st else None) or (summary.stop_reason if summary else None),
+                   steps=st.step if st else (summary.steps if summary else 0), data_hash=view.data_hash, nodes=nodes)
+
+
+def _edit(report: dict) -> AppliedEdit:
+    e = report.get("edit") or {}
+    return AppliedEdit(op=str(e.get("op", "?")), anchor=e.get("anchor"), text=str(e.get("text", "")),
+                       rationale=str(e.get("rationale", "")), evidence=[str(x) for x in e.get("evidence") or []],
+                       status=str(report.get("status", "")), detail=str(report.get("detail", "")))
+
+
+def gate_evidence(g: GateDecision) -> str:
+    """One line: the decision, its reason, and the paired counts behind it."""
+    verdict = "accepted" if g.accepted else "rejected"
+    early = ", stopped early" if g.early_stopped else ""
+    return (f"{verdict}: {g.reason} [{g.metric}: v{g.incumbent:03d} {g.incumbent_score:.3f} vs "
+            f"v{g.candidate:03d} {g.candidate_score:.3f}; {g.wins} wins, {g.losses} losses, {g.ties} ties; "
+            f"evaluated {g.evaluated}/{g.total}{early}]")
+
+
+def skill_diff(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> str:
+    """A unified diff of two rendered skills ('' when they are the same)."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=old_label, tofile=new_label, n=context)
+    return "".join(x if x.endswith("\n") else x + "\n" for x in lines)

@@ -1,0 +1,285 @@
+"""`skillopt report RUN`: what happened during training, as one self-contained HTML file or Markdown.
+
+`build_report` reads the run record into a `RunReport` (plain data); `render_html` and
+`render_markdown` turn it into text through the Jinja2 templates in `report/templates/`. Charts
+are inline SVG (`report/svg.py`): the page needs no network and no JavaScript.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+from pydantic import BaseModel, Field
+
+from skillopt import __version__
+from skillopt.report.data import RunView, per_task
+from skillopt.report.lineage import Lineage, lineage, skill_diff
+from skillopt.report.stats import Interval, score_interval
+from skillopt.report.svg import PALETTE, Marker, Series, heatmap, line_chart
+from skillopt.report.tables import fenced, fmt_cost, fmt_interval
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MAX_HEATMAP_TASKS = 80
+ACCEPT, REJECT = "#16a34a", "#dc2626"
+
+
+class CandidatePoint(BaseModel):
+    version: int
+    label: str
+    x: float
+    score: float
+    accepted: bool
+    early_stopped: bool
+    kind: str  # "step" | "consolidate"
+    reason: str
+
+
+class StepRow(BaseModel):
+    step: int
+    epoch: int
+    decision: str | None
+    candidate: str | None = None
+    candidate_score: float | None = None
+    incumbent_val: float | None = None
+    proposed: int = 0
+    selected: int = 0
+    applied: int = 0
+    tokens: int = 0  # cumulative, every role
+    cost_usd: float = 0.0  # cumulative, known prices
+    target_tokens: int = 0  # cumulative
+    target_cost_usd: float = 0.0
+
+
+class HeatmapData(BaseModel):
+    split: str
+    tasks: list[str]
+    versions: list[str]
+    cells: list[tuple[str, str, float]]  # task, version label, mean hard score
+    truncated: int = 0  # tasks left out
+
+
+class FinalRow(BaseModel):
+    role: str
+    version: str
+    val: Interval | None = None
+    test: Interval | None = None
+
+
+class RoleUsage(BaseModel):
+    role: str
+    calls: int
+    cached_calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class RunReport(BaseModel):
+    lineage: Lineage
+    metric: str
+    baseline_val: float | None
+    steps: list[StepRow] = Field(default_factory=list)
+    candidates: list[CandidatePoint] = Field(default_factory=list)
+    heatmaps: list[HeatmapData] = Field(default_factory=list)
+    final: list[FinalRow] = Field(default_factory=list)
+    roles: list[RoleUsage] = Field(default_factory=list)
+    cost_known: bool = False
+    best_label: str = ""
+    best_text: str = ""
+    diff_from_seed: str = ""
+    notes: list[str] = Field(default_factory=list)
+    generated_at: str = ""
+    generator: str = f"skillopt {__version__}"
+
+
+# building -------------------------------------------------------------------------------------------
+def build_report(view: RunView) -> RunReport:
+    tree = lineage(view)
+    metric = str((view.config.get("gate") or {}).get("metric", "hard"))
+    st = view.state
+    baseline = getattr(st.baseline_val, metric, None) if st and st.baseline_val else None
+    rep = RunReport(lineage=tree, metric=metric, baseline_val=baseline,
+                    generated_at=time.strftime("%Y-%m-%d %H:%M:%S"))
+    rep.candidates = _candidates(view, tree)
+    rep.steps = _steps(view, rep.candidates)
+    rep.heatmaps = [h for s in ("val", "test") if (h := _heatmap(view, s)) is not None]
+    rep.final = _final(view)
+    meter = view.summary.meter if view.summary else (st.meter if st else None)
+    if meter is not None:
+        rep.roles = [RoleUsage(role=r, calls=t.calls, cached_calls=t.cached_calls, input_tokens=t.input_tokens,
+                               output_tokens=t.output_tokens, cost_usd=t.cost_usd)
+                     for r, t in sorted(meter.roles.items())]
+    rep.cost_known = any(s.cost_usd > 0 for s in rep.steps) or any((r.cost_usd or 0) > 0 for r in rep.roles)
+    best = view.role_version("best") or 0
+    rep.best_label = f"v{best:03d}"
+    rep.best_text = view.store.skill(best).render()
+    rep.diff_from_seed = skill_diff(view.store.skill(0).render(), rep.best_text, "v000 (seed)", f"{rep.best_label} (best)")
+    if view.in_progress:
+        rep.notes.append(f"the run is {view.status}: this report shows what it has so far")
+    if view.mode == "eval":
+        rep.notes.append("this is an evaluation run: it has no training steps")
+    return rep
+
+
+def _candidates(view: RunView, tree: Lineage) -> list[CandidatePoint]:
+    out = []
+    for n in tree.nodes:
+        g = n.gate
+        if g is None or n.version == 0:
+            continue
+        x = view.step_of(view.store.version(n.version))
+        if x is None:
+            continue
+        out.append(CandidatePoint(version=n.version, label=n.label, x=x, score=g.candidate_score, accepted=g.accepted,
+                                  early_stopped=g.early_stopped,
+                                  kind="consolidate" if n.origin.startswith("consolidate") else "step", reason=g.reason))
+    return sorted(out, key=lambda c: (c.x, c.version))
+
+
+def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
+    by_step = {int(c.x): c for c in cands if c.kind == "step"}
+    rollouts = view.rollouts
+    rows = []
+    for m in view.metrics:
+        if "step" not in m:
+            continue
+        n = int(m["step"])
+        done = rollouts[: int(m.get("rollouts", 0) or 0)]
+        c = by_step.get(n)
+        rows.append(StepRow(
+            step=n, epoch=int(m.get("epoch", 0)) + 1, decision=m.get("decision"), candidate=c.label if c else None,
+            candidate_score=c.score if c else None, incumbent_val=m.get("val"), proposed=int(m.get("proposed", 0)),
+            selected=int(m.get("selected", 0)), applied=int(m.get("applied", 0) or 0), tokens=int(m.get("tokens", 0)),
+            cost_usd=float(m.get("cost_usd", 0.0) or 0.0),
+            target_tokens=sum(r.input_tokens + r.output_tokens for r in done),
+            target_cost_usd=sum(r.cost_usd or 0.0 for r in done)))
+    return rows
+
+
+def _heatmap(view: RunView, split: str) -> HeatmapData | None:
+    cols: list[str] = []
+    cells: list[tuple[str, str, float]] = []
+    seen_sha: dict[str, str] = {}
+    for v in view.versions():
+        if v.sha in seen_sha:
+            continue  # the same text under another number: one column is enough
+        recs = view.records_for(v.sha, split)
+        if not recs:
+            continue
+        seen_sha[v.sha] = v.label
+        cols.append(v.label)
+        cells += [(t, v.label, s) for t, s in per_task(recs, "hard").items()]
+    if not cols:
+        return None
+    tasks = sorted({t for t, _, _ in cells})
+    keep = set(tasks[:MAX_HEATMAP_TASKS])
+    return HeatmapData(split=split, tasks=sorted(keep), versions=cols, cells=[c for c in cells if c[0] in keep],
+                       truncated=len(tasks) - len(keep))
+
+
+def _final(view: RunView) -> list[FinalRow]:
+    rows = []
+    for role in ("seed", "best", "final"):
+        v = view.role_version(role)
+        if v is None:
+            continue
+        sha = view.store.version(v).sha
+        row = FinalRow(role="baseline (seed)" if role == "seed" else role, version=f"v{v:03d}")
+        for split in ("val", "test"):
+            recs = view.records_for(sha, split)
+            if recs:
+                setattr(row, split, score_interval([r.hard for r in recs]))
+        rows.append(row)
+    return rows
+
+
+# rendering ----------------------------------------------------------------------------------------------
+@lru_cache(maxsize=2)
+def _env(html: bool) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(interval=lambda i: "-" if i is None else fmt_interval(i), cost=fmt_cost,
+                       score=lambda x: "-" if x is None else f"{x:.3f}", fenced=fenced)
+    return env
+
+
+def charts(rep: RunReport) -> dict[str, str]:
+    """The SVG charts of the report, by name."""
+    out = {"validation": _validation_chart(rep)}
+    out["tokens"], out["cost"] = _usage_charts(rep)
+    for h in rep.heatmaps:
+        cells = {(t, v): s for t, v, s in h.cells}
+        out[f"heatmap_{h.split}"] = heatmap(f"heatmap-{h.split}", f"{h.split} outcomes: tasks x versions",
+                                            h.tasks, h.versions, cells)
+    return out
+
+
+def _validation_chart(rep: RunReport) -> str:
+    line: list[tuple[float, float]] = []
+    if rep.baseline_val is not None:
+        line.append((0.0, rep.baseline_val))
+    for s in rep.steps:
+        if s.incumbent_val is not None:
+            line.append((float(s.step), s.incumbent_val))
+    for c in rep.candidates:
+        if c.kind == "consolidate" and c.accepted:
+            line.append((c.x, c.score))
+    markers = [Marker(x=c.x, y=c.score, css=f"candidate {'accepted' if c.accepted else 'rejected'}",
+                      title=f"{c.label} ({c.kind} at step {c.x:g}): {'accepted' if c.accepted else 'rejected'}, "
+                            f"{rep.metric} {c.score:.3f}{' on the tasks evaluated before the early stop' if c.early_stopped else ''}"
+                            f" - {c.reason}",
+                      shape="diamond" if c.kind == "consolidate" else "circle",
+                      fill=ACCEPT if c.accepted else REJECT, hollow=c.early_stopped) for c in rep.candidates]
+    legend = [("incumbent val", PALETTE[0], "line"), ("accepted", ACCEPT, "circle"), ("rejected", REJECT, "circle"),
+              ("stopped early", REJECT, "hollow"), ("consolidation", "#64748b", "diamond")]
+    return line_chart("validation-chart", f"validation {rep.metric} score per step",
+                      [Series("incumbent val", line, PALETTE[0], step=True)], markers, x_label="step",
+                      y_label=f"val {rep.metric}", y_range=(0.0, 1.0), legend=legend)
+
+
+def _usage_charts(rep: RunReport) -> tuple[str, str]:
+    start = [(0.0, 0.0)] if rep.steps else []
+    target = start + [(float(s.step), float(s.target_tokens)) for s in rep.steps]
+    other = start + [(float(s.step), float(max(0, s.tokens - s.target_tokens))) for s in rep.steps]
+    tokens = line_chart("tokens-chart", "tokens by role (cumulative)",
+                        [Series("target", target, PALETTE[0]), Series("optimizer", other, PALETTE[1])],
+                        y_label="tokens", legend=[("target", PALETTE[0], "line"), ("optimizer", PALETTE[1], "line")],
+                        width=480, height=240)
+    if not rep.cost_known:
+        return tokens, ""
+    tc = start + [(float(s.step), s.target_cost_usd) for s in rep.steps]
+    oc = start + [(float(s.step), max(0.0, s.cost_usd - s.target_cost_usd)) for s in rep.steps]
+    cost = line_chart("cost-chart", "cost by role in USD (cumulative)",
+                      [Series("target", tc, PALETTE[0]), Series("optimizer", oc, PALETTE[1])],
+                      y_label="USD", legend=[("target", PALETTE[0], "line"), ("optimizer", PALETTE[1], "line")],
+                      width=480, height=240)
+    return tokens, cost
+
+
+def diff_lines(diff: str) -> list[tuple[str, str]]:
+    """(css class, line) for each line of a unified diff."""
+    out = []
+    for line in diff.splitlines():
+        css = ("meta" if line.startswith(("---", "+++")) else "add" if line.startswith("+")
+               else "del" if line.startswith("-") else "hunk" if line.startswith("@@") else "ctx")
+        out.append((css, line))
+    return out
+
+
+def render_html(rep: RunReport) -> str:
+    return _env(True).get_template("report.html.j2").render(r=rep, charts=charts(rep), diff=diff_lines(rep.diff_from_seed))
+
+
+def render_markdown(rep: RunReport) -> str:
+    return _env(False).get_template("report.md.j2").render(r=rep)
+
+
+def write_report(view: RunView, path: Path, fmt: str = "html") -> Path:
+    from skillopt.store.files import atomic_write_text
+
+    rep = build_report(view)
+    atomic_write_text(path, render_html(rep) if fmt == "html" else render_markdown(rep))
+    return path

@@ -1,0 +1,119 @@
+"""Scores for skill files in a comparison, reusing every rollout any run already paid for.
+
+A rollout is reused when its cache key (skill content, task content, harness, target model,
+trial, the config that matters) matches one recorded in any run under the runs folder; only the
+missing ones are run, as an evaluation run (`skillopt.engine.evaluate.evaluate_skill`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from skillopt.benchmarks import get_benchmark
+from skillopt.benchmarks.base import Benchmark, Task, data_hash
+from skillopt.config import RunConfig, resolve_config
+from skillopt.engine.events import Listener
+from skillopt.errors import SkilloptError
+from skillopt.models.spec import parse_model_spec
+from skillopt.models.types import ProviderEnv
+from skillopt.report.compare import EntryData, SkillEntry
+from skillopt.store.records import RolloutRecord
+from skillopt.store.refs import SkillRef
+from skillopt.store.run import RunStore
+
+# the parts of a run's config that say how its rollouts were made
+SCORING_KEYS = ("benchmark", "harness", "target_model", "splits", "limits", "harness_options",
+                "benchmark_options", "train")
+
+
+def scoring_layer(config: dict[str, Any]) -> dict[str, Any]:
+    """The config keys of a run that decide its scores (no run id, no eval-only keys)."""
+    return {k: config[k] for k in SCORING_KEYS if k in config}
+
+
+def load_tasks(benchmark: Benchmark, split: str) -> list[Task]:
+    return list(benchmark.tasks(split))  # type: ignore[arg-type]
+
+
+def make_benchmark(cfg: RunConfig) -> Benchmark:
+    return get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+
+
+def current_data_hash(config: dict[str, Any]) -> tuple[str, str | None]:
+    """(hash of the run's benchmark data as it is now, None) or ("", why it could not be checked)."""
+    try:
+        cfg = resolve_config(scoring_layer(config))
+        bench = make_benchmark(cfg)
+        return data_hash([t for s in ("train", "val", "test") for t in load_tasks(bench, s)]), None
+    except (SkilloptError, OSError, ValueError) as e:
+        return "", f"could not load benchmark {config.get('benchmark')!r} to check its data: {e}"
+
+
+def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, RolloutRecord]]:
+    """Rollouts with these cache keys in any run under `runs_dir`: key -> (run id, record)."""
+    found: dict[str, tuple[str, RolloutRecord]] = {}
+    if not keys:
+        return found
+    for path in sorted(runs_dir.glob("*/rollouts.jsonl")):
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                key = line[8:72] if line.startswith('{"key":"') else None
+                if key is not None and (key not in keys or key in found):
+                    continue
+                try:
+                    rec = RolloutRecord.model_validate_json(line)
+                except ValueError:
+                    continue  # a torn last line of an interrupted run
+                if rec.key in keys and rec.key not in found:
+                    found[rec.key] = (path.parent.name, rec)
+    return found
+
+
+def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: Path, env: ProviderEnv,
+               listeners: list[Listener], label: str | None = None) -> EntryData:
+    """The rollouts of a skill file on each split: reused where any run has them, run otherwise."""
+    from skillopt.engine.rollouts import rollout_key
+    from skillopt.engine.run import rollout_salt
+
+    skill = ref.skill
+    bench = make_benchmark(cfg)
+    target, salt, trials = parse_model_spec(cfg.target_model), rollout_salt(cfg), cfg.train.trials
+    wanted: dict[str, dict[str, tuple[str, int]]] = {}  # split -> key -> (task id, trial)
+    all_tasks: list[Task] = []
+    for split in splits:
+        tasks = load_tasks(bench, split)
+        all_tasks += tasks
+        wanted[split] = {rollout_key(skill.sha, t, cfg.harness, target, k, salt): (t.id, k)
+                         for t in tasks for k in range(trials)}
+    keys = {k for w in wanted.values() for k in w}
+    found = find_rollouts(runs_dir, keys)
+    cached = len(found)
+    missing = [s for s in splits if any(k not in found for k in wanted[s])]
+    if missing:
+        from skillopt.engine.evaluate import evaluate_skill
+
+        source = _best_source(runs_dir, found)
+        eval_cfg = cfg.model_copy(update={"run_id": None})
+        for split in missing:
+            evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners)
+        found = find_rollouts(runs_dir, keys)
+    records = {s: [found[k][1].model_copy(update={"split": s}) for k in w if k in found] for s, w in wanted.items()}
+    tasks_now = [t for s in ("train", "val", "test") for t in load_tasks(bench, s)]
+    entry = SkillEntry(label=label or ref.label, kind="file", sha=skill.sha, text=skill.render(),
+                       benchmark=cfg.benchmark, harness=cfg.harness, target_model=cfg.target_model,
+                       data_hash=data_hash(tasks_now), scored_cached=cached,
+                       scored_new=len(found) - cached)
+    return EntryData(entry, records)
+
+
+def _best_source(runs_dir: Path, found: dict[str, tuple[str, RolloutRecord]]) -> RunStore | None:
+    """The run holding the most of the reusable rollouts (the evaluation run preloads its cache)."""
+    counts: dict[str, int] = {}
+    for run_id, _ in found.values():
+        counts[run_id] = counts.get(run_id, 0) + 1
+    if not counts:
+        return None
+    best = max(counts, key=lambda r: counts[r])
+    return RunStore(runs_dir / best)

@@ -1,0 +1,545 @@
+"""Token capture: every LLM call of a rollout, with prompt / response token ids and logprobs.
+
+When the target is served by vLLM (`vllm:<model>@<url>`, or on request any OpenAI-compatible
+server that returns token ids), a run starts one recording proxy: agentlightning's `LLMProxy`
+(LiteLLM) in front of the target, writing OpenTelemetry spans into a `LightningStoreServer`.
+Each rollout gets its own proxy URL (`<proxy>/rollout/<id>/attempt/<id>/v1`), which the harness
+uses instead of the target's own base URL; after the rollout, `collect` reads that rollout's spans
+and writes `tokens/stream_<instance_id>.jsonl` and `tokens/dataset-<instance_id>/` (see
+`skillopt.traces.export`).
+
+    with TokenCapture(target, run_root / "tokens") as capture:
+        spec = target.model_copy(update={"base_url": capture.base_url_for(key)})
+        rollout = await harness.run(task, skill, ws, spec, limits)
+        result = await capture.collect(key, task.id, reward=score.soft, version=3, resolved=score.hard >= 1)
+
+The store and the proxy run in one child process (`python -m skillopt.traces.tokens serve`), so
+this process never imports agentlightning / LiteLLM (about 20 s of imports) nor shares their
+OpenTelemetry setup; it talks to the store over HTTP. The child binds 127.0.0.1 unless told
+otherwise, and dies with this process (its stdin closes). Inside it: LiteLLM starts without a
+master key (a local proxy), spans go to the store's OTLP endpoint, the proxy asks the server for
+`return_token_ids` and `logprobs`, and streamed `/chat/completions`, `/messages` and
+`/responses` calls reach the server unstreamed (LiteLLM drops token ids from streams) while the
+client gets its stream back, replayed here with text and tool input unchanged (agentlightning's
+own replay re-splits text on whitespace, which changes what the agent sees). `/responses` (Codex)
+is bridged to chat completions, since vLLM's own Responses API returns no token ids. The store
+keeps spans in memory and drops the oldest rollouts' spans past `SPAN_MEMORY_BYTES` (by then
+collected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+import httpx
+
+from skillopt.errors import BadInput, MissingExtra, SkilloptError
+from skillopt.models.spec import ModelSpec
+from skillopt.models.types import ProviderEnv
+from skillopt.store.files import append_jsonl
+from skillopt.store.run import safe_name
+from skillopt.traces import export
+
+HOST = "127.0.0.1"
+KEY_VAR = "SKILLOPT_CAPTURE_API_KEY"  # the backend key reaches the child by environment, never a file
+MODEL_ROUTES = ("/chat/completions", "/messages", "/responses")
+SPAN_MEMORY_BYTES = 2 << 30
+_PREFIX = {"vllm": "hosted_vllm", "openai-compatible": "hosted_vllm", "local": "hosted_vllm",
+           "openai": "openai", "azure": "azure", "anthropic": "anthropic"}
+
+
+class CaptureError(SkilloptError):
+    """The capture proxy did not start or stopped answering; the message names its log."""
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    """What `collect` wrote for one rollout. `note` is one line for the user, given once per reason."""
+
+    spans: int
+    rows: int
+    stream_path: Path | None
+    dataset_path: Path | None
+    skipped: str | None = None  # why no dataset rows were written for this rollout
+    note: str | None = None
+
+
+def check_capture(target: ModelSpec) -> None:
+    """Fail before any rollout when token capture cannot run (extra missing, spec unusable)."""
+    import importlib.util
+
+    for module, pip in (("agentlightning", "agentlightning==0.3.0"), ("datasets", "datasets")):
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtra("token capture", "vllm", pip)
+    if target.provider in ("vllm", "openai-compatible") and not target.base_url:
+        raise BadInput(f"token capture for {target} needs the server URL: write {target.provider}:MODEL@http://HOST:PORT/v1")
+
+
+def model_list(target: ModelSpec, env: ProviderEnv) -> tuple[list[dict[str, Any]], str | None]:
+    """LiteLLM's model list for the proxy (every model name routes to the target) and the backend key."""
+    base, key = target.base_url, None
+    if target.provider == "local":
+        from skillopt.models.local import ensure_server  # lazy: only for local targets
+
+        base = ensure_server(target.model).base_url + "/v1"
+    params: dict[str, Any] = {"model": f"{_PREFIX[target.provider]}/{target.model}"}
+    if target.provider in ("vllm", "openai-compatible", "local"):
+        key = env.vllm_api_key if target.provider == "vllm" else None
+        # Codex's /responses: through chat completions, where vLLM returns token ids.
+        params["use_chat_completions_api"] = True
+        params["allowed_openai_params"] = ["return_token_ids"]  # else the bridge drops it
+    elif target.provider == "openai":
+        key, base = env.openai_api_key, base or env.openai_base_url
+    elif target.provider == "azure":
+        key, base = env.azure_openai_api_key, base or env.azure_openai_endpoint
+        params["api_version"] = env.azure_openai_api_version
+    elif target.provider == "anthropic":
+        key, base = env.anthropic_api_key, base or env.anthropic_base_url
+    if base:
+        params["api_base"] = base
+    params["api_key"] = f"os.environ/{KEY_VAR}" if key else "not-needed"
+    return [{"model_name": name, "litellm_params": params} for name in (target.model, "*")], key
+
+
+class TokenCapture:
+    """The recording proxy of one run; a context manager. See the module docstring.
+
+    `start()` raises `MissingExtra` without the `vllm` extra and `CaptureError` when the child does
+    not come up. `base_url_for(key)` opens a rollout in the store (a local HTTP call, milliseconds)
+    and returns its proxy URL, ending in `/v1`; calling it again for the same key starts over.
+    `collect(...)` never raises for a rollout's missing data: it returns a `CaptureResult`.
+    `tokenizer` (anything with `decode(ids)`, or a name / path that transformers finds locally)
+    adds a decoded `prompt` column; without one the column is absent.
+    """
+
+    def __init__(self, target: ModelSpec, out_dir: Path, *, env: ProviderEnv | None = None,
+                 host: str = HOST, repo: str = "", tokenizer: Any = None, log_path: Path | None = None,
+                 startup_timeout_s: float = 180.0, settle_timeout_s: float = 20.0):
+        self.target, self.out_dir, self.env, self.host = target, out_dir, env or ProviderEnv(), host
+        self.repo = repo
+        self.log_path = log_path or out_dir / "proxy.log"
+        self.startup_timeout_s, self.settle_timeout_s = startup_timeout_s, settle_timeout_s
+        self._tokenizer_arg = tokenizer
+        self._tokenizer: Any = None
+        self._proc: subprocess.Popen | None = None
+        self.store_url = self.proxy_url = ""
+        self._open: dict[str, tuple[str, str]] = {}  # rollout key -> (rollout id, attempt id)
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._noted: set[str] = set()
+
+    # lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> Self:
+        if self._proc is not None:
+            return self
+        check_capture(self.target)
+        models, key = model_list(self.target, self.env)
+        config = {"host": self.host, "model_list": models}
+        env = {k: v for k, v in os.environ.items() if k != KEY_VAR}
+        if key:
+            env[KEY_VAR] = key
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "skillopt.traces.tokens", "serve", json.dumps(config)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True)
+        ready = self._read_ready()
+        self.store_url = f"http://{_url_host(self.host)}:{ready['store_port']}"
+        self.proxy_url = f"http://{_url_host(self.host)}:{ready['proxy_port']}"
+        self._tokenizer = export.load_tokenizer(self._tokenizer_arg, self.target.model)
+        return self
+
+    def _read_ready(self) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdout is not None
+        deadline, buf = time.monotonic() + self.startup_timeout_s, b""
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                break
+            ready, _, _ = select.select([self._proc.stdout], [], [], 0.5)
+            if ready:
+                buf += os.read(self._proc.stdout.fileno(), 65536)
+                for line in buf.splitlines():
+                    if line.startswith(b"{") and b'"ready"' in line:
+                        return json.loads(line)
+        code = self._proc.poll()
+        self.stop()
+        why = f"exited with code {code}" if code is not None else f"not ready after {self.startup_timeout_s:.0f}s"
+        raise CaptureError(f"the token-capture proxy {why}: see {self.log_path}")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(5)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe:
+                pipe.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # per rollout ------------------------------------------------------------------------------------
+    def base_url_for(self, rollout_key: str) -> str:
+        """The rollout-scoped proxy URL (`.../v1`) the harness uses instead of the target's base URL."""
+        if self._proc is None:
+            raise CaptureError("the token-capture proxy is not running: call start()")
+        try:
+            r = httpx.post(f"{self.store_url}/v1/agl/rollouts", json={"input": {"rollout_key": rollout_key}},
+                           timeout=30)
+            r.raise_for_status()
+        except httpx.HTTPError as e:
+            raise CaptureError(f"the token-capture store does not answer ({e}): see {self.log_path}") from e
+        data = r.json()
+        ids = (data["rollout_id"], data["attempt"]["attempt_id"])
+        with self._lock:
+            self._open[rollout_key] = ids
+        return f"{self.proxy_url}/rollout/{ids[0]}/attempt/{ids[1]}/v1"
+
+    def target_for(self, target: ModelSpec, rollout_key: str) -> ModelSpec:
+        """`target` with its base URL replaced by the rollout's proxy URL."""
+        return target.model_copy(update={"base_url": self.base_url_for(rollout_key)})
+
+    async def collect(self, rollout_key: str, instance_id: str, *, reward: float, version: int,
+                      resolved: bool | None = None, trial: int = 0, repo: str | None = None,
+                      split: str | None = None) -> CaptureResult:
+        """Wait for the rollout's spans, then append them to the stream and its rows to the dataset."""
+        with self._lock:
+            ids = self._open.pop(rollout_key, None)
+        if ids is None:
+            return CaptureResult(0, 0, None, None, skipped="no proxy URL was handed out for this rollout")
+        spans = await self._spans(*ids)
+        name = safe_name(instance_id)
+        stream = self.out_dir / f"stream_{name}.jsonl"
+        meta = export.RowMeta(repo=repo if repo is not None else self.repo, instance_id=instance_id, reward=reward,
+                              version=version, resolved=resolved if resolved is not None else reward >= 1.0,
+                              trial=trial, rollout_key=rollout_key, split=split, model=self.target.model)
+        rows, skipped = export.rows_from_spans(spans, meta, self._tokenizer)
+        dataset = self.out_dir / f"dataset-{name}"
+        lock = self._instance_lock(name)
+        await asyncio.to_thread(self._write, lock, stream, spans, rollout_key, dataset, rows)
+        note = None
+        if skipped and skipped not in self._noted:
+            self._noted.add(skipped)
+            note = f"token capture: no dataset for {instance_id}: {skipped}"
+        return CaptureResult(len(spans), len(rows), stream if spans else None, dataset if rows else None,
+                             skipped, note)
+
+    def _instance_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(name, threading.Lock())
+
+    @staticmethod
+    def _write(lock: threading.Lock, stream: Path, spans: list[dict], key: str, dataset: Path,
+               rows: list[dict]) -> None:
+        with lock:
+            for span in spans:
+                append_jsonl(stream, {"rollout_key": key, **export.redact_span(span)})
+            if rows:
+                export.upsert_dataset(dataset, rows, key)
+
+    async def _spans(self, rollout_id: str, attempt_id: str) -> list[dict[str, Any]]:
+        """The rollout's spans, once every model call the proxy answered has its trace in the store."""
+        start = changed = time.monotonic()
+        spans: list[dict[str, Any]] = []
+        async with httpx.AsyncClient(timeout=30) as client:
+            while True:
+                try:
+                    calls = (await client.get(f"{self.proxy_url}/skillopt/calls/{rollout_id}")).json()
+                    r = await client.get(f"{self.store_url}/v1/agl/spans",
+                                         params={"rollout_id": rollout_id, "attempt_id": attempt_id})
+                    fresh = r.json().get("items", [])
+                except (httpx.HTTPError, ValueError, AttributeError):
+                    calls, fresh = {"started": 1, "done": 0}, spans
+                now = time.monotonic()
+                if len(fresh) != len(spans):
+                    spans, changed = fresh, now
+                answered = calls["started"] == calls["done"]
+                recorded = len({s.get("trace_id") for s in spans if s.get("name") == "raw_gen_ai_request"})
+                # Every answered call has its LLM span; or (failed calls have none) nothing came for 2 s.
+                if answered and (recorded >= calls["done"] or now - changed > 2.0):
+                    break
+                if now - start > self.settle_timeout_s:
+                    break
+                await asyncio.sleep(0.1)
+        return sorted(spans, key=lambda s: (s.get("sequence_id", 0), s.get("start_time") or 0))
+
+
+def _url_host(host: str) -> str:
+    return HOST if host in ("0.0.0.0", "::", "") else host
+
+
+# -- the child process: store + proxy -------------------------------------------------------------
+
+_ROLLOUT = re.compile(r"^/rollout/([^/]+)/attempt/[^/]+(/.*)?$")
+
+
+class _Plumbing:
+    """Outermost ASGI middleware of the proxy: asks for plain (not gzip) bodies, so the stream
+    replay can read them; counts each rollout's model calls; serves `GET /skillopt/calls/<id>`."""
+
+    calls: ClassVar[dict[str, list[int]]] = {}  # rollout id -> [started, done], in the proxy's process
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if path.startswith("/skillopt/calls/"):
+            started, done = self.calls.get(path.rsplit("/", 1)[-1], [0, 0])
+            return await _send_json(send, 200, {"started": started, "done": done})
+        scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != b"accept-encoding"]}
+        match = _ROLLOUT.match(path)
+        if not (match and scope["method"] == "POST" and path.endswith(MODEL_ROUTES)):
+            return await self.app(scope, receive, send)
+        counts = self.calls.setdefault(match.group(1), [0, 0])
+        counts[0] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            counts[1] += 1
+
+
+class _Unstreamed:
+    """Streamed model calls reach LiteLLM unstreamed (it drops token ids from streams); the finished
+    answer goes back to the client as the SSE events of its API, text and tool input unchanged."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        api = next((a for a, route in _APIS.items() if scope.get("path", "").endswith(route)), None)
+        if scope["type"] != "http" or scope["method"] != "POST" or api is None:
+            return await self.app(scope, receive, send)
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        streamed = isinstance(body, dict) and bool(body.get("stream"))
+        usage = streamed and bool((body.get("stream_options") or {}).get("include_usage"))
+        if streamed:
+            raw = json.dumps({k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}).encode()
+            headers = [(k, v) for k, v in scope["headers"] if k.lower() not in (b"content-length", b"accept")]
+            scope = {**scope, "headers": headers + [(b"content-length", str(len(raw)).encode()),
+                                                    (b"accept", b"application/json")]}
+        done = False
+
+        async def replay() -> dict:
+            nonlocal done
+            if done:
+                return {"type": "http.disconnect"}
+            done = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        if not streamed:
+            return await self.app(scope, replay, send)
+        head: dict = {}
+        chunks: list[bytes] = []
+
+        async def hold(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                head.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, replay, hold)
+        data = b"".join(chunks)
+        try:
+            answer = json.loads(data) if head.get("status") == 200 else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            await send(head)
+            return await send({"type": "http.response.body", "body": data})
+        keep = [(k, v) for k, v in head.get("headers", []) if k.lower() not in _NOT_COPIED]
+        await send({"type": "http.response.start", "status": 200, "headers": keep + [
+            (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]})
+        for event in _REPLAY[api](answer, usage):
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+
+_APIS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
+_NOT_COPIED = (b"content-length", b"content-type", b"content-encoding", b"transfer-encoding")
+
+
+def _sse(data: Any, event: str | None = None) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {text}\n\n".encode()
+
+
+def chat_events(answer: dict[str, Any], usage: bool = False) -> Iterator[bytes]:
+    """A chat completion as `chat.completion.chunk` events: text and each tool call in one delta."""
+    head = {k: answer.get(k) for k in ("id", "created", "model", "system_fingerprint")} | {"object": "chat.completion.chunk"}
+    for choice in answer.get("choices") or []:
+        i, msg = choice.get("index", 0), choice.get("message") or {}
+        deltas = [{"role": "assistant", "content": ""}]
+        if msg.get("reasoning_content"):
+            deltas.append({"reasoning_content": msg["reasoning_content"]})
+        if msg.get("content"):
+            deltas.append({"content": msg["content"]})
+        deltas += [{"tool_calls": [{"index": n, **call}]} for n, call in enumerate(msg.get("tool_calls") or [])]
+        for delta in deltas:
+            yield _sse({**head, "choices": [{"index": i, "delta": delta, "finish_reason": None}]})
+        yield _sse({**head, "choices": [{"index": i, "delta": {}, "finish_reason": choice.get("finish_reason")}]})
+    if usage:
+        yield _sse({**head, "choices": [], "usage": answer.get("usage")})
+    yield _sse("[DONE]")
+
+
+def messages_events(answer: dict[str, Any], usage: bool = False) -> Iterator[bytes]:
+    """An Anthropic message as its named SSE events: each block's text or input in one delta."""
+    start = {**answer, "content": [], "stop_reason": None, "stop_sequence": None}
+    yield _sse({"type": "message_start", "message": start}, "message_start")
+    for i, block in enumerate(answer.get("content") or []):
+        kind = block.get("type")
+        empty = {"text": {"text": ""}, "thinking": {"thinking": ""}, "tool_use": {"input": {}}}.get(kind, {})
+        yield _sse({"type": "content_block_start", "index": i, "content_block": {**block, **empty}},
+                   "content_block_start")
+        deltas = {"text": [{"type": "text_delta", "text": block.get("text", "")}],
+                  "thinking": [{"type": "thinking_delta", "thinking": block.get("thinking", "")},
+                               {"type": "signature_delta", "signature": block.get("signature", "")}],
+                  "tool_use": [{"type": "input_json_delta", "partial_json": json.dumps(block.get("input") or {})}],
+                  }.get(kind, [])
+        for delta in deltas:
+            yield _sse({"type": "content_block_delta", "index": i, "delta": delta}, "content_block_delta")
+        yield _sse({"type": "content_block_stop", "index": i}, "content_block_stop")
+    yield _sse({"type": "message_delta", "delta": {"stop_reason": answer.get("stop_reason"),
+                                                   "stop_sequence": answer.get("stop_sequence")},
+                "usage": answer.get("usage") or {}}, "message_delta")
+    yield _sse({"type": "message_stop"}, "message_stop")
+
+
+def responses_events(answer: dict[str, Any], usage: bool = False) -> Iterator[bytes]:
+    """A finished Responses API object as the SSE events a streaming client expects."""
+    seq = iter(range(1 << 30))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    started = {**answer, "status": "in_progress", "output": [], "usage": None}
+    yield event("response.created", response=started)
+    yield event("response.in_progress", response=started)
+    for index, item in enumerate(answer.get("output") or []):
+        at = {"item_id": item.get("id", ""), "output_index": index}
+        if item.get("type") == "message":
+            yield event("response.output_item.added", output_index=index,
+                        item={**item, "status": "in_progress", "content": []})
+            for ci, part in enumerate(item.get("content") or []):
+                yield event("response.content_part.added", **at, content_index=ci, part={**part, "text": ""})
+                if part.get("type") == "output_text":
+                    yield event("response.output_text.delta", **at, content_index=ci, delta=part.get("text", ""),
+                                logprobs=[])
+                    yield event("response.output_text.done", **at, content_index=ci, text=part.get("text", ""),
+                                logprobs=[])
+                yield event("response.content_part.done", **at, content_index=ci, part=part)
+        elif item.get("type") == "function_call":
+            yield event("response.output_item.added", output_index=index,
+                        item={**item, "status": "in_progress", "arguments": ""})
+            yield event("response.function_call_arguments.delta", **at, delta=item.get("arguments", ""))
+            yield event("response.function_call_arguments.done", **at, name=item.get("name", ""),
+                        arguments=item.get("arguments", ""))
+        else:
+            yield event("response.output_item.added", output_index=index, item=item)
+        yield event("response.output_item.done", output_index=index, item=item)
+    status = answer.get("status") or "completed"
+    yield event(f"response.{status}", response={**answer, "status": status})
+
+
+_REPLAY = {"chat": chat_events, "messages": messages_events, "responses": responses_events}
+
+
+async def _send_json(send: Any, status: int, obj: Any) -> None:
+    body = json.dumps(obj).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def serve(config: dict[str, Any]) -> None:
+    """The child: a store server and the proxy; prints one JSON ready line; ends when stdin closes."""
+    host = config.get("host") or HOST
+    store_port, proxy_port = _free_port(host), _free_port(host)
+    # The child is its own process edge: these settings are for LiteLLM / OpenTelemetry only.
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"http://{_url_host(host)}:{store_port}/v1/traces"
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    from agentlightning import InMemoryLightningStore, LightningStoreServer, LLMProxy
+
+    async def run() -> None:
+        store = LightningStoreServer(
+            InMemoryLightningStore(thread_safe=True, eviction_memory_threshold=SPAN_MEMORY_BYTES),
+            host=host, port=store_port)
+        await store.start()
+        proxy = LLMProxy(
+            port=proxy_port, host=host, store=store, model_list=config["model_list"], launch_mode="mp",
+            litellm_config={"general_settings": {"dangerously_permit_weak_or_unset_master_key": True}},
+            middlewares=["rollout_attempt", _Unstreamed, _Plumbing],
+            callbacks=["return_token_ids", "logprobs", "opentelemetry"],
+        )
+        await proxy.start()
+        print(json.dumps({"ready": True, "store_port": store_port, "proxy_port": proxy_port}), flush=True)
+        await asyncio.to_thread(_wait_for_parent)
+        await proxy.stop()
+        await store.stop()
+
+    asyncio.run(run())
+
+
+def _wait_for_parent() -> None:
+    """Return when the parent closes our stdin (it stopped us, or it died)."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "serve":
+        raise SystemExit("usage: python -m skillopt.traces.tokens serve CONFIG_JSON")
+    serve(json.loads(args[1]))
+
+
+if __name__ == "__main__":
+    main()

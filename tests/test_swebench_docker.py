@@ -1,0 +1,351 @@
+"""swebench (Docker): what it builds (container specs, commands, eval script), grading of recorded logs,
+cleanup on every path (with a scripted fake engine), and a real run when a Docker engine is present."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import skillopt.benchmarks as bm
+from skillopt.benchmarks.base import RolloutOutput
+from skillopt.benchmarks.swe_grading import SweInstance, grade_log
+from skillopt.benchmarks.swebench_docker import (
+    ENV_NOTE,
+    ContainerLimits,
+    Docker,
+    SWEBenchDocker,
+    apply_commands,
+    container_spec,
+    eval_script,
+    evaluate,
+    image_name,
+    load_rows,
+)
+from skillopt.errors import BadInput
+
+pytest.importorskip("swebench", reason="the swe extra (swebench) is not installed: pip install 'skillopt[swe]'")
+
+EVAL_SCRIPT = """#!/bin/bash
+set -uxo pipefail
+source /opt/miniconda3/bin/activate
+conda activate testbed
+cd /testbed
+git checkout abc123 tests/test_calc.py
+git apply -v - <<'EOF_114329324912'
+diff --git a/tests/test_calc.py b/tests/test_calc.py
+EOF_114329324912
+: '>>>>> Start Test Output'
+pytest -rA tests/test_calc.py
+: '>>>>> End Test Output'
+git checkout abc123 tests/test_calc.py
+"""
+ROW = {
+    "instance_id": "calc__calc-42", "repo": "calc/calc", "base_commit": "abc123", "version": "1.0",
+    "problem_statement": "add() is wrong for negative numbers", "patch": "diff --git a/calc.py b/calc.py\n",
+    "test_patch": "diff --git a/tests/test_calc.py b/tests/test_calc.py\n",
+    "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_negative"]),
+    "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_positive", "tests/test_calc.py::test_zero"]),
+    "eval_script": EVAL_SCRIPT, "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail",
+}
+
+
+def recorded_log(negative: str = "PASSED", positive: str = "PASSED", exit_code: int = 0) -> str:
+    """A log as `run_instance` records it: setup, the test output between markers, the exit code."""
+    return "\n".join([
+        "+ git checkout abc123 tests/test_calc.py", "Updated 0 paths from 1b2c3d4",
+        ">>>>> Start Test Output", "+ pytest -rA tests/test_calc.py",
+        "============================= test session starts ==============================",
+        "collected 3 items", "", "tests/test_calc.py ...                                   [100%]",
+        "=========================== short test summary info ============================",
+        f"{positive} tests/test_calc.py::test_positive", "PASSED tests/test_calc.py::test_zero",
+        f"{negative} tests/test_calc.py::test_negative" + (" - assert -1 == 1" if negative == "FAILED" else ""),
+        "============================== 3 passed in 0.02s ===============================",
+        ">>>>> End Test Output", f">>>>> Test Exit Code: {exit_code}", ""])
+
+
+@pytest.fixture
+def inst() -> SweInstance:
+    return SweInstance.model_validate(ROW)
+
+
+# ---------------------------------------------------------------- what it builds
+
+
+def test_image_names_follow_swebench(inst):
+    assert image_name(inst) == "swebench/sweb.eval.x86_64.calc_1776_calc-42:latest"
+    assert image_name(inst, "myhub") == "myhub/sweb.eval.x86_64.calc_1776_calc-42:latest"
+    assert image_name(inst.model_copy(update={"image": "reg/own:1"})) == "reg/own:1"
+    from swebench.task.checks import expected_image
+
+    assert image_name(inst) == expected_image(inst.instance_id)
+
+
+def test_container_specs_carry_the_limits_labels_and_mount(inst, tmp_path):
+    limits = ContainerLimits(memory="6g", cpus=1.5, pids=512, eval_timeout_s=60)
+    spec = container_spec(inst, "eval", "sess1", limits)
+    kw = spec.create_kwargs()
+    assert kw["image"] == "swebench/sweb.eval.x86_64.calc_1776_calc-42:latest"
+    assert (kw["mem_limit"], kw["memswap_limit"], kw["nano_cpus"], kw["pids_limit"]) == ("6g", "6g", 1_500_000_000, 512)
+    assert kw["labels"] == {"skillopt": "1", "skillopt.session": "sess1", "skillopt.instance": "calc__calc-42",
+                            "skillopt.purpose": "eval"}
+    assert kw["volumes"] is None and kw["working_dir"] == "/testbed" and kw["detach"] is True
+    assert kw["command"] == "tail -f /dev/null" and kw["name"].startswith("skillopt-eval-calc__calc-42-")
+    work = container_spec(inst, "work", "sess1", limits, mount=tmp_path).create_kwargs()
+    assert work["volumes"] == {str(tmp_path): {"bind": "/testbed", "mode": "rw"}}
+    assert work["environment"] == {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def test_patch_commands_are_swebench_fallbacks():
+    from swebench.harness.run_evaluation import GIT_APPLY_CMDS
+
+    assert apply_commands("/tmp/patch.diff") == [f"{c} /tmp/patch.diff" for c in GIT_APPLY_CMDS]
+
+
+def test_eval_script_is_the_rows_own_with_the_exit_code_recorded(inst):
+    script = eval_script(inst)
+    assert script.startswith("#!/bin/bash\nset -uxo pipefail\n")
+    assert "pytest -rA tests/test_calc.py" in script
+    assert "SWEBENCH_TEST_EXIT_CODE=$?" in script and ">>>>> Test Exit Code" in script
+
+
+def test_grading_of_recorded_logs(inst, tmp_path):
+    log = tmp_path / "test_output.txt"
+    log.write_text(recorded_log())
+    ok = grade_log(inst, log, "p")
+    assert ok.resolved and ok.score.hard == 1 and ok.f2p_passed == ["tests/test_calc.py::test_negative"]
+    log.write_text(recorded_log(negative="FAILED", exit_code=1))
+    still = grade_log(inst, log, "p")
+    assert not still.resolved and still.f2p_failed and still.score.soft == 0
+    log.write_text(recorded_log(positive="FAILED", exit_code=1))
+    broke = grade_log(inst, log, "p")
+    assert not broke.resolved and broke.p2p_failed == ["tests/test_calc.py::test_positive"]
+    assert "broken by the patch: tests/test_calc.py::test_positive" in broke.score.feedback
+    log.write_text(recorded_log() + ">>>>> Tests Timed Out\n")
+    assert not grade_log(inst, log, "p").resolved
+    log.write_text(recorded_log(exit_code=2))  # all PASSED but the command failed: not trusted
+    assert not grade_log(inst, log, "p").resolved
+
+
+def test_rows_need_the_swebench_5_fields(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({k: v for k, v in ROW.items() if k != "eval_script"}) + "\n")
+    with pytest.raises(BadInput, match="no eval_script: the Docker path needs SWE-bench 5.x rows"):
+        load_rows(str(path))
+    path.write_text(json.dumps(ROW) + "\n")
+    assert [r.instance_id for r in load_rows(str(path))] == ["calc__calc-42"]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([ROW]), tmp_path / "rows.parquet")
+    assert load_rows(str(tmp_path / "rows.parquet"))[0].FAIL_TO_PASS == ["tests/test_calc.py::test_negative"]
+
+
+# ---------------------------------------------------------------- a scripted engine
+
+
+@dataclass
+class FakeContainer:
+    id: str
+    name: str
+    kwargs: dict
+    engine: "FakeEngine"
+    started: bool = False
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def start(self):
+        self.started = True
+
+    def exec_run(self, argv, workdir=None, user=None):
+        cmd = argv[-1]
+        self.engine.commands.append(cmd)
+        code, out = self.engine.script(cmd, self)
+        return SimpleNamespace(exit_code=code, output=out.encode())
+
+    def put_archive(self, path, data):
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for m in tar.getmembers():
+                self.files[f"{path.rstrip('/')}/{m.name}"] = tar.extractfile(m).read()
+        return True
+
+    def get_archive(self, path):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, text in {"testbed/calc.py": b"def add(a, b):\n    return a - b\n",
+                               "testbed/tests/test_calc.py": b"def test_positive():\n    pass\n"}.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(text)
+                tar.addfile(info, io.BytesIO(text))
+        return iter([buf.getvalue()]), {}
+
+    def remove(self, force=False):
+        self.engine.removed.append(self.id)
+        self.engine.containers.pop(self.id, None)
+
+
+class FakeEngine:
+    """The docker SDK surface we use; `script(cmd, container)` answers each exec."""
+
+    def __init__(self, script, pull_fails: bool = False):
+        self.script = script
+        self.pull_fails = pull_fails
+        self.containers: dict[str, FakeContainer] = {}
+        self.removed: list[str] = []
+        self.commands: list[str] = []
+        self.images = SimpleNamespace(get=self._get, pull=self._pull)
+        self.containers_api = SimpleNamespace(create=self._create)
+
+    def _get(self, image):
+        raise LookupError(image)
+
+    def _pull(self, image):
+        if self.pull_fails:
+            raise RuntimeError(f"pull access denied for {image}")
+
+    def _create(self, **kw):
+        c = FakeContainer(id=f"c{len(self.containers) + len(self.removed)}", name=kw["name"], kwargs=kw, engine=self)
+        self.containers[c.id] = c
+        return c
+
+    @property
+    def client(self):
+        return SimpleNamespace(images=self.images, containers=self.containers_api)
+
+
+def script_for(log: str, apply_ok: bool = True, boom: bool = False):
+    def answer(cmd: str, container) -> tuple[int, str]:
+        if boom and cmd.startswith("/bin/bash /eval.sh"):
+            raise ConnectionError("engine went away")
+        if cmd.startswith("git apply --verbose /tmp/patch.diff"):
+            return (0, "Applied patch calc.py cleanly.") if apply_ok else (1, "error: patch failed")
+        if cmd.startswith(("git apply", "patch ")):
+            return 1, "error: patch failed"
+        if cmd.startswith("/bin/bash /eval.sh"):
+            return 0, log
+        return 0, ""
+    return answer
+
+
+def test_evaluate_resolves_and_removes_its_container(inst, tmp_path):
+    engine = FakeEngine(script_for(recorded_log()))
+    report = evaluate(Docker(engine.client), inst, "diff --git a/calc.py b/calc.py\n", "s", ContainerLimits(),
+                      log_dir=tmp_path)
+    assert report.resolved and report.applied
+    assert engine.containers == {} and len(engine.removed) == 1
+    assert (tmp_path / "patch.diff").is_file() and (tmp_path / "eval.sh").read_text().startswith("#!/bin/bash")
+    assert json.loads((tmp_path / "report.json").read_text())["resolved"] is True
+    assert "timeout" in engine.commands[-1] or engine.commands[-1] == "/bin/bash /eval.sh"
+
+
+@pytest.mark.parametrize("case", ["apply fails", "engine error", "pull fails", "timeout"])
+def test_evaluate_failures_are_scored_and_never_leave_a_container(inst, case):
+    log = recorded_log()
+    engine = FakeEngine(script_for(log, apply_ok=case != "apply fails", boom=case == "engine error"),
+                        pull_fails=case == "pull fails")
+    if case == "timeout":
+        engine.script = lambda cmd, c: (137, "killed") if "eval.sh" in cmd else script_for(log)(cmd, c)
+    report = evaluate(Docker(engine.client), inst, "diff --git a/calc.py b/calc.py\n", "s", ContainerLimits())
+    assert not report.resolved and report.score.hard == 0
+    assert engine.containers == {}
+    expected = {"apply fails": "does not apply", "engine error": "engine went away",
+                "pull fails": "cannot be pulled", "timeout": "timed out"}[case]
+    assert expected in report.score.feedback
+
+
+def test_empty_patch_runs_nothing(inst):
+    engine = FakeEngine(script_for(recorded_log()))
+    report = evaluate(Docker(engine.client), inst, "", "s", ContainerLimits())
+    assert report.empty_patch and not report.resolved and engine.commands == []
+
+
+async def test_rollout_flow_copies_testbed_runs_a_work_container_and_cleans_up(inst, tmp_path):
+    engine = FakeEngine(script_for(recorded_log()))
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client))
+    task = bench.tasks("all")[0]
+    assert ENV_NOTE in task.prompt and inst.patch not in task.prompt
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    bench.prepare(task, ws)
+    assert (ws / "calc.py").read_text().startswith("def add") and (ws / "tests" / "test_calc.py").is_file()
+    env = (ws / ".skillopt" / "env").read_text()
+    work = [c for c in engine.containers.values() if c.kwargs["labels"]["skillopt.purpose"] == "work"]
+    assert len(work) == 1 and work[0].started and f"docker exec -w /testbed {work[0].name}" in env
+    assert work[0].kwargs["volumes"] == {str(ws.resolve()): {"bind": "/testbed", "mode": "rw"}}
+    score = await bench.score(task, RolloutOutput(text="fixed", patch="diff --git a/calc.py b/calc.py\n"), ws)
+    assert score.hard == 1, score.feedback
+    assert engine.containers == {}  # the copy, work and eval containers are all gone
+    assert list((tmp_path / "swe-logs" / inst.instance_id).rglob("report.json"))
+
+
+async def test_an_image_that_cannot_be_pulled_is_a_scored_failure(inst, tmp_path):
+    engine = FakeEngine(script_for(recorded_log()), pull_fails=True)
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client))
+    task = bench.tasks("all")[0]
+    bench.prepare(task, tmp_path)  # never raises
+    score = await bench.score(task, RolloutOutput(text="x", patch="diff"), tmp_path)
+    assert score.hard == 0 and "setup failed" in score.feedback and "cannot be pulled" in score.feedback
+
+
+def test_close_removes_every_container_left(inst, tmp_path):
+    engine = FakeEngine(script_for(recorded_log()))
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client))
+    bench.prepare(bench.tasks("all")[0], tmp_path)  # a work container, never scored (a crashed rollout)
+    assert engine.containers
+    bench.close()
+    assert engine.containers == {}
+
+
+def test_no_docker_engine_fails_in_the_factory_with_one_line(monkeypatch):
+    import docker
+
+    def refuse(**kw):
+        raise docker.errors.DockerException("Error while fetching server API version: Connection refused")
+
+    monkeypatch.setattr(docker, "from_env", refuse)
+    with pytest.raises(BadInput) as e:
+        bm.get_benchmark("swebench")
+    msg = str(e.value)
+    assert "\n" not in msg and "needs a running Docker engine" in msg and "swe-local" in msg
+
+
+# ---------------------------------------------------------------- a real engine, when there is one
+
+
+def _engine_or_reason() -> str | None:
+    try:
+        import docker
+
+        docker.from_env(timeout=5).ping()
+        return None
+    except Exception as e:
+        return f"no Docker engine here ({type(e).__name__}): the container path is checked only where Docker runs"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_engine_or_reason() is not None, reason=_engine_or_reason() or "")
+def test_a_real_swebench_instance_gold_resolves_and_empty_does_not(tmp_path):
+    """Needs Docker and the network (hub data set, instance image): SKILLOPT_SWEBENCH_INSTANCE picks one."""
+    import os
+
+    iid = os.environ.get("SKILLOPT_SWEBENCH_INSTANCE", "astropy__astropy-12907")
+    try:
+        bench = bm.get_benchmark("swebench", dataset="verified", instance_ids=iid)
+        task = bench.tasks("all")[0]
+    except BadInput as e:
+        pytest.skip(f"the SWE-bench data set cannot be loaded here: {e}")
+    from skillopt.benchmarks.swe_grading import instance_of
+
+    gold = bench.grade(task, instance_of(task).patch, log_dir=tmp_path / "gold")
+    assert gold.resolved, gold.score.feedback
+    assert not bench.grade(task, "").resolved
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    bench.prepare(task, ws)
+    assert (ws / ".git").is_dir() and Path(ws / ".skillopt" / "env").is_file()
+    bench.release(ws)
+    bench.close()
