@@ -17,8 +17,8 @@ import pytest
 
 import skillopt.benchmarks as bm
 from skillopt.benchmarks.base import RolloutOutput, Task
-from skillopt.benchmarks.make_swe import find_mutations, hide_tests, make_swe
-from skillopt.benchmarks.swe_grading import SweInstance, git, instance_of, swe_task, workspace_diff
+from skillopt.benchmarks.make_swe import find_mutations, hide_tests, write_rows
+from skillopt.benchmarks.swe_grading import SweInstance, git, instance_of, load_instances, swe_task, workspace_diff
 from skillopt.benchmarks.swe_local import SHIPPED_TASKS, SweLocalBenchmark, grade_local, resolve_source
 from skillopt.errors import BadInput, MissingExtra
 from tests.helpers import REPO, cli_env, run_cli
@@ -261,14 +261,18 @@ def tiny_sdist(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_tasks(tiny_sdist, tmp_path_factory) -> Path:
+def tiny_run(tiny_sdist, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One run of the real CLI: `skillopt benchmarks make-swe` on the tiny package."""
     out = tmp_path_factory.mktemp("tasks")
-    rows = make_swe("tinycalc", sdist=tiny_sdist, out_dir=out, count=3, jobs=1, seed=1)
-    assert rows
-    return out / "tasks.jsonl"
+    res = run_cli(["benchmarks", "make-swe", "--package", "tinycalc", "--sdist", str(tiny_sdist), "--out", str(out),
+                   "--count", "3", "--jobs", "2", "--seed", "1"], cwd=REPO, env=cli_env(out))
+    return out / "tasks.jsonl", res
 
 
-def test_make_swe_writes_checked_rows_and_a_bundle(tiny_tasks):
+def test_cli_make_swe_writes_checked_rows_and_a_bundle(tiny_run):
+    tiny_tasks, res = tiny_run
+    assert res.returncode == 0, res.stderr
+    assert "tinycalc 0.1 (MIT, example/tinycalc)" in res.stdout and "tasks: tinycalc-0.1-001" in res.stdout
     rows = [json.loads(line) for line in tiny_tasks.read_text().splitlines()]
     assert 1 <= len(rows) <= 3
     for r in rows:
@@ -284,13 +288,22 @@ def test_make_swe_writes_checked_rows_and_a_bundle(tiny_tasks):
         assert not bench.grade(task, "", run_empty=True).resolved
 
 
-def test_make_swe_replaces_only_its_own_rows(tiny_sdist, tiny_tasks, tmp_path):
+def test_cli_make_swe_bad_sdist_is_one_line(tmp_path):
+    bad = run_cli(["benchmarks", "make-swe", "--package", "tinycalc", "--sdist", str(tmp_path / "nope.tar.gz")],
+                  cwd=REPO, env=cli_env(tmp_path))
+    assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_write_rows_replaces_only_its_own_package_version(tiny_run, tmp_path):
+    tiny_tasks, _ = tiny_run
     other = {"instance_id": "zzz-1", "package": "other", "package_version": "1"}
     target = tmp_path / "tasks.jsonl"
     target.write_text(tiny_tasks.read_text() + json.dumps(other) + "\n")
-    make_swe("tinycalc", sdist=tiny_sdist, out_dir=tmp_path, count=1, jobs=1, seed=1)
+    insts = load_instances(tiny_tasks)[:1]
+    write_rows(target, insts, "tinycalc", "0.1")
     rows = [json.loads(line) for line in target.read_text().splitlines()]
-    assert rows[-1] == other and len(rows) == 2
+    assert [r["instance_id"] for r in rows] == [insts[0].instance_id, "zzz-1"]
+    assert isinstance(rows[0]["FAIL_TO_PASS"], str)
 
 
 def test_find_mutations_are_minimal_edits_inside_functions():
@@ -316,17 +329,6 @@ def test_hide_tests_removes_functions_methods_and_parametrized_tests(tmp_path):
     assert "class TestEven:\n    pass" in text and "def test_clamp_low" in text
     compile(text, "test_t.py", "exec")
     assert hide_tests(tmp_path, {"tests/test_t.py::test_inherited"}) is None
-
-
-def test_cli_make_swe(tiny_sdist, tmp_path):
-    res = run_cli(["benchmarks", "make-swe", "--package", "tinycalc", "--sdist", str(tiny_sdist), "--out",
-                   str(tmp_path), "--count", "1", "--jobs", "1"], cwd=REPO, env=cli_env(tmp_path))
-    assert res.returncode == 0, res.stderr
-    assert "1 tasks: tinycalc-0.1-001" in res.stdout
-    assert (tmp_path / "tinycalc-0.1.bundle").is_file()
-    bad = run_cli(["benchmarks", "make-swe", "--package", "tinycalc", "--sdist", str(tmp_path / "nope.tar.gz")],
-                  cwd=REPO, env=cli_env(tmp_path))
-    assert bad.returncode != 0
 
 
 def test_swe_task_prompt_has_the_statement_and_no_graded_data():

@@ -316,12 +316,15 @@ def fetch_sdist(name: str, version: str | None, dest: Path) -> Path:
 
 
 def unpack(archive: Path, dest: Path) -> Path:
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as z:
-            z.extractall(dest)
-    else:
-        with tarfile.open(archive) as t:
-            t.extractall(dest, filter="data")
+    try:
+        if archive.suffix == ".zip":
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(dest)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(dest, filter="data")
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
+        raise BadInput(f"{archive.name} is not a readable sdist: {e}") from None
     tops = [p for p in dest.iterdir() if p.is_dir()]
     if len(tops) != 1:
         raise BadInput(f"{archive.name}: expected one top folder in the sdist")
@@ -690,6 +693,8 @@ def make_swe(package: str, version: str | None = None, out_dir: Path | None = No
     """Make up to `count` tasks from a package (see the module docstring); returns the rows written."""
     from skillopt.benchmarks.swe_grading import grading
 
+    if sdist is not None and not Path(sdist).is_file():
+        raise BadInput(f"sdist {sdist} not found")
     grading()  # the swe extra (log parser and grading) is needed
     out_dir = Path(out_dir) if out_dir else SHIPPED_TASKS.parent
     tmp = Path(tempfile.mkdtemp(prefix="make-swe-"))

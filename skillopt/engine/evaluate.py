@@ -10,7 +10,9 @@ from skillopt.config import RunConfig, redacted
 from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.engine.run import _harness, _limits, load_benchmark, make_models, resolve_specs, rollout_salt
+from skillopt.engine.run import (
+    _harness, _limits, load_benchmark, make_models, resolve_specs, rollout_salt, token_capture,
+)
 from skillopt.models import Budget, Meter, ProviderEnv
 from skillopt.store.index import RunIndex
 from skillopt.store.records import RunState, RunSummary, SplitScore, now
@@ -37,13 +39,15 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
     meter = Meter(Budget(**cfg.budget.model_dump()))
     models = make_models(cfg, env, meter, None)
     emit = Emitter(listeners)
-    runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
-                           meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens)
-    if ref.run is not None:  # reuse what the source run already scored
-        runner.cache.update({r.key: r for r in ref.run.rollouts()})
     emit(RunStarted(store.run_id, config, resumed=False))
-    emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.train.trials))
-    records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.train.trials))
+    with token_capture(specs.target, store, env, cfg, emit) as capture:
+        runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
+                               meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens,
+                               capture=capture)
+        if ref.run is not None:  # reuse what the source run already scored
+            runner.cache.update({r.key: r for r in ref.run.rollouts()})
+        emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.train.trials))
+        records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.train.trials))
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished", fingerprint=cfg.fingerprint(),
                                meter=meter.snapshot()))

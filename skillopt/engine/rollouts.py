@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, Task
-from skillopt.engine.events import Emitter, RolloutDone
+from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.harness.base import Harness, Limits, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.meter import Meter
@@ -33,8 +33,9 @@ class RolloutRunner:
 
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
                  limits: Limits, meter: Meter, emit: Emitter, concurrency: int, salt: str,
-                 summary_tokens: int = 400):
+                 summary_tokens: int = 400, capture=None):
         self.store, self.harness, self.benchmark = store, harness, benchmark
+        self.capture = capture  # traces.tokens.TokenCapture for vLLM targets, else None
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
         self.salt = salt
         self.summary_tokens = summary_tokens
@@ -73,9 +74,18 @@ class RolloutRunner:
     async def _execute(self, skill: Skill, version: int, task: Task, split: str, trial: int,
                        key: str) -> RolloutRecord:
         skill_dir = getattr(self.harness, "skill_dir", None)
+        target = self.target
+        if self.capture is not None:  # route this rollout through its own recording-proxy URL
+            target = await asyncio.to_thread(self.capture.target_for, self.target, key)
         with workspace(task, skill, self.benchmark, skill_dir, root=self.store.root / "work") as ws:
-            rollout = await self._guarded_run(task, skill, ws)
+            rollout = await self._guarded_run(task, skill, ws, target)
             score = await self.benchmark.score(task, rollout.output, ws)
+        if self.capture is not None:
+            res = await self.capture.collect(key, task.id, reward=score.soft, version=version,
+                                             resolved=score.hard >= 1, trial=trial, split=split,
+                                             repo=str(task.metadata.get("repo") or self.benchmark.name))
+            if res.note:
+                self.emit(Note(res.note))
         trace_file = self.store.write_trace(task.id, key, rollout.trace, rollout.raw_log)
         return RolloutRecord(
             key=key, task_id=task.id, split=split, version=version, skill_sha=skill.sha,
@@ -87,10 +97,10 @@ class RolloutRunner:
             trace_file=trace_file,
         )
 
-    async def _guarded_run(self, task: Task, skill: Skill, ws: Path) -> Rollout:
+    async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> Rollout:
         """The harness contract says it never raises for agent failure; enforce the timeout too."""
         try:
             return await asyncio.wait_for(
-                self.harness.run(task, skill, ws, self.target, self.limits), self.limits.timeout_s + 30)
+                self.harness.run(task, skill, ws, target, self.limits), self.limits.timeout_s + 30)
         except asyncio.TimeoutError:
             return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s")

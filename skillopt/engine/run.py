@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,10 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     target = parse_model_spec(cfg.target_model)
     check_compatible(cfg.harness, target)
     check_credentials(target, env)
+    if target.captures_tokens:
+        from skillopt.traces.tokens import check_capture
+
+        check_capture(target)
     optimizer = None
     if need_optimizer:
         if not cfg.optimizer_model:
@@ -105,28 +110,43 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
     emit = Emitter(listeners)
     meter = Meter(Budget(**cfg.budget.model_dump()), start=state.meter)
     models = make_models(cfg, env, meter, store.root / "cache" / "responses.jsonl")
-    runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
-                           meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens)
-    ctx = Context(cfg, store, models, benchmark, runner, specs.optimizer, emit)  # type: ignore[arg-type]
     emit(RunStarted(store.run_id, redacted(cfg), resumed=bool(resume)))
-    trainer = Trainer(ctx, state)
     started = store.read_summary().started_at if store.read_summary() else now()
-    try:
-        asyncio.run(_train_and_test(trainer))
-        state.status = "finished"
-    except BudgetExceeded as e:
-        state.status, state.stop_reason = "stopped", e.reason
-        emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))
-    except KeyboardInterrupt:
-        state.status, state.stop_reason = "stopped", "interrupted"
-        trainer.checkpoint()
-        raise
+    with token_capture(specs.target, store, env, cfg, emit) as capture:
+        runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
+                               meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens,
+                               capture=capture)
+        ctx = Context(cfg, store, models, benchmark, runner, specs.optimizer, emit)  # type: ignore[arg-type]
+        trainer = Trainer(ctx, state)
+        try:
+            asyncio.run(_train_and_test(trainer))
+            state.status = "finished"
+        except BudgetExceeded as e:
+            state.status, state.stop_reason = "stopped", e.reason
+            emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))
+        except KeyboardInterrupt:
+            state.status, state.stop_reason = "stopped", "interrupted"
+            trainer.checkpoint()
+            raise
     trainer.checkpoint()
     summary = build_summary(trainer, benchmark, started)
     store.write_summary(summary)
     store.write_best_skill(store.skill(state.best))
     emit(RunFinished(summary))
     return summary
+
+
+@contextmanager
+def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: RunConfig, emit: Emitter):
+    """For vLLM targets: the recording proxy for the whole run (token ids + logprobs per call)."""
+    if not target.captures_tokens:
+        yield None
+        return
+    from skillopt.traces.tokens import TokenCapture
+
+    emit(Note("starting token capture (recording proxy for the vLLM target)"))
+    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark) as capture:
+        yield capture
 
 
 async def _train_and_test(trainer: Trainer) -> None:

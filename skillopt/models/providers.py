@@ -74,6 +74,8 @@ class OpenAIProvider:
             if spec.provider == "openai" and not base:
                 base = self.env.openai_base_url
             client = openai.AsyncOpenAI(base_url=base, api_key=api_key, max_retries=0, timeout=self.timeout_s)
+        if len(self._clients) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
+            self._clients.pop(next(iter(self._clients)))
         self._clients[key] = client
         return client
 

@@ -1,0 +1,44 @@
+"""`skillopt report RUN -o report.html`: what happened during training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from skillopt.cli.app import Globals, app, console, out
+from skillopt.errors import BadInput
+
+FORMATS = ("html", "markdown")
+
+
+@app.command(help="""Write a report of a run: validation score per step with accepted / rejected candidates,
+a tasks x versions heatmap, tokens and cost by role, the final table, and the best skill with its diff
+from the seed. HTML is one self-contained file (inline SVG, no scripts, no network); Markdown is for PRs.
+
+Example: skillopt report RUN -o report.html   |   skillopt report RUN --format markdown -o report.md""")
+def report(
+    run: str = typer.Argument(..., help="The run id."),
+    output: Path = typer.Option(None, "--output", "-o", help="File to write (default: RUN/report.html or report.md "
+                                                             "in the run folder; '-' prints to stdout)."),
+    fmt: str = typer.Option(None, "--format", "-f", help="html | markdown (default: from the file name, else html)."),
+) -> None:
+    from skillopt.report.data import RunView
+    from skillopt.report.run_report import build_report, render_html, render_markdown, write_report
+
+    if fmt is None:
+        fmt = "markdown" if output is not None and output.suffix.lower() in (".md", ".markdown") else "html"
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown report format {fmt!r}: use html or markdown")
+    view = RunView.open(Globals.runs_dir, run.partition(":")[0])
+    if str(output) == "-":
+        rep = build_report(view)
+        typer.echo(render_html(rep) if fmt == "html" else render_markdown(rep), nl=False)
+        return
+    path = output or view.store.root / ("report.html" if fmt == "html" else "report.md")
+    if path.is_dir():
+        raise BadInput(f"{path} is a folder: give a file name, e.g. -o {path / ('report.html' if fmt == 'html' else 'report.md')}")
+    if view.in_progress:
+        console.print(f"note: run {view.run_id} is {view.status}; the report shows what it has so far")
+    write_report(view, path, fmt)
+    out.print(f"wrote {path}", markup=False, highlight=False)
