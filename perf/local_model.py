@@ -4,7 +4,7 @@ and the throughput of concurrent requests over the parallel slots.
 Usage: python perf/local_model.py [--models qwen2.5-coder-0.5b smollm2-135m] [--gen 128]
                                   [--threads 0 1] [--out perf/results/local_model.json]
 
-`--threads 0` is llama.cpp's default (all cores). On a shared machine the numbers swing with the
+`--threads 0` is skillopt's default (`local.cpu_threads()`). On a shared machine the numbers swing with the
 load average, which is recorded next to each result.
 """
 
@@ -33,7 +33,8 @@ SKILL = "\n".join(f"- Rule {i}: when the task mentions item {i}, check units, re
 
 def _chat(client: httpx.Client, base: str, user: str, max_tokens: int) -> dict:
     body = {"messages": [{"role": "system", "content": SKILL}, {"role": "user", "content": user}],
-            "max_tokens": max_tokens, "temperature": 0.7, "cache_prompt": True}
+            "max_tokens": max_tokens, "temperature": 0.7, "cache_prompt": True,
+            "ignore_eos": True}  # llama.cpp: generate exactly max_tokens, for a stable measurement
     r = client.post(f"{base}/v1/chat/completions", json=body)
     r.raise_for_status()
     return r.json()
@@ -65,7 +66,8 @@ def measure(name: str, gen: int, concurrency: int, threads: int) -> dict:
         server.stop()
     return {
         "model": name, "threads": threads or "default",
-        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)], "weights_s": round(t_weights, 2), "server_start_s": round(t_start, 2),
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "weights_s": round(t_weights, 2), "server_start_s": round(t_start, 2),
         "prompt_tokens": cold["prompt_n"], "prompt_tok_s": round(cold["prompt_per_second"], 1),
         "generated_tokens": cold["predicted_n"], "gen_tok_s": round(cold["predicted_per_second"], 1),
         "warm_cached_tokens": warm["cache_n"], "warm_prompt_ms": round(warm["prompt_ms"], 1),
@@ -83,11 +85,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[0])
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "local_model.json"))
     args = ap.parse_args()
-    results = [measure(m, args.gen, args.concurrency, t) for m in args.models for t in args.threads]
-    doc = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "results": results}
+    doc = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "results": []}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
-    print(json.dumps(doc, indent=2))
+    for model in args.models:
+        for threads in args.threads:
+            doc["results"].append(measure(model, args.gen, args.concurrency, threads))
+            Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")  # after each, for long runs
+            print(json.dumps(doc["results"][-1]), flush=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,13 @@ import skillopt.cli.commands  # noqa: F401  (registers the command groups)
 import skillopt.cli.compare  # noqa: F401
 from skillopt.cli.app import app
 from skillopt.report.stats import (
-    mcnemar_exact, paired_bootstrap, paired_outcomes, paired_test, t_critical, t_interval, wilson_interval,
+    mcnemar_exact,
+    paired_bootstrap,
+    paired_outcomes,
+    paired_test,
+    t_critical,
+    t_interval,
+    wilson_interval,
 )
 from skillopt.skill import Skill
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore
@@ -39,7 +45,7 @@ Read the task, then answer.
 
 
 def cli(*args: str, runs_dir: Path):
-    return CliRunner().invoke(app, ["--runs-dir", str(runs_dir), *args])
+    return CliRunner().invoke(app, ["--runs-dir", str(runs_dir), *args], env={"COLUMNS": "200", "NO_COLOR": "1"})
 
 
 # statistics ----------------------------------------------------------------------------------------

@@ -35,5 +35,10 @@ def test_eval_skill_file_and_run_version_reuses_cache(tmp_path):
     assert len(eval_runs) == 2
     summaries = [json.loads((p / "summary.json").read_text()) for p in eval_runs]
     assert sorted(s["scores"]["seed"][k]["n"] for s in summaries for k in s["scores"]["seed"]) == [4, 12]
+    # the evaluation run holds every rollout it scored, reused ones included, with their traces
+    reused = next(p for p in eval_runs if "test" in json.loads((p / "summary.json").read_text())["scores"]["seed"])
+    rows = [json.loads(line) for line in (reused / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {r["version"] for r in rows} == {0} and {r["split"] for r in rows} == {"test"}
+    assert all((reused / r["trace_file"]).is_file() for r in rows)
     r = run_cli(["eval", "--skill", "codes:v99"], tmp_path, env)
     assert r.returncode == 2 and "no version v099" in r.stderr

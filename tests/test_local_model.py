@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -228,3 +229,29 @@ def test_no_server_outlives_its_parent(cache, how):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.slow
+def test_serve_command_moves_off_a_busy_port_and_stops_on_ctrl_c(cache):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        env = {**os.environ, "SKILLOPT_CACHE_DIR": str(cache.parent)}
+        proc = subprocess.Popen([sys.executable, "-m", "skillopt.models.local", "serve", SMOL, "--port", str(taken)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            url = proc.stdout.readline().strip()
+            assert url.startswith("http://127.0.0.1:") and not url.endswith(f":{taken}"), proc.stderr.read()[-2000:]
+            assert httpx.get(url + "/health").status_code == 200
+            notes = [proc.stderr.readline(), proc.stderr.readline()]
+            assert f"port {taken} is in use" in notes[0]
+            server_pid = int(re.search(r"\(pid (\d+)\)", notes[1]).group(1))
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(30) == 0
+            assert _gone(server_pid, within_s=0.5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()

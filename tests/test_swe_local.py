@@ -3,9 +3,9 @@ grading of bad input (patch that does not apply, hang, missing repository), and 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -17,9 +17,26 @@ import pytest
 
 import skillopt.benchmarks as bm
 from skillopt.benchmarks.base import RolloutOutput, Task
-from skillopt.benchmarks.make_swe import find_mutations, hide_tests, write_rows
-from skillopt.benchmarks.swe_grading import SweInstance, git, instance_of, load_instances, swe_task, workspace_diff
-from skillopt.benchmarks.swe_local import SHIPPED_TASKS, SweLocalBenchmark, grade_local, resolve_source
+from skillopt.benchmarks.make_swe import (
+    _find_def,
+    find_mutations,
+    hide_tests,
+    locate_test,
+    write_rows,
+)
+from skillopt.benchmarks.swe_grading import (
+    SweInstance,
+    git,
+    instance_of,
+    load_instances,
+    swe_task,
+    workspace_diff,
+)
+from skillopt.benchmarks.swe_local import (
+    SHIPPED_TASKS,
+    SweLocalBenchmark,
+    resolve_source,
+)
 from skillopt.errors import BadInput, MissingExtra
 from tests.helpers import REPO, cli_env, run_cli
 
@@ -90,13 +107,12 @@ def test_the_workspace_holds_the_buggy_state_and_nothing_hidden(shipped, tmp_pat
         # the gold patch is not applied (it applies forward) and the hidden tests are absent
         (tmp_path / "gold.diff").write_text(inst.patch)
         assert git(ws, "apply", "--check", str(tmp_path / "gold.diff"), check=False).returncode == 0
-        text = "\n".join(p.read_text(errors="replace") for p in ws.rglob("*") if p.is_file() and ".git" not in p.parts)
-        for tid in inst.FAIL_TO_PASS:
-            name = tid.split("::")[-1].split("[")[0]
-            assert not re.search(rf"def {re.escape(name)}\(", text), (task.id, name)
-        added = [ln[1:].strip() for ln in inst.test_patch.splitlines()
-                 if ln.startswith("+") and not ln.startswith("+++") and len(ln.strip()) > 30]
-        assert not any(a in text for a in added), task.id
+        (tmp_path / "tests.diff").write_text(inst.test_patch)  # the hidden tests are not there yet either
+        assert git(ws, "apply", "--check", str(tmp_path / "tests.diff"), check=False).returncode == 0
+        for tid in inst.FAIL_TO_PASS:  # each failing test's function is gone from its own file
+            path, names = locate_test(tid)
+            tree = ast.parse((ws / path).read_text()) if (ws / path).is_file() else ast.Module(body=[])
+            assert _find_def(tree.body, names) is None, (task.id, tid)
         assert inst.patch not in task.prompt and inst.test_patch not in task.prompt
 
 
@@ -148,6 +164,13 @@ def test_a_test_run_that_hangs_times_out_as_a_failure(shipped):
     report = bench.grade(bench.tasks("all")[0], hang)
     assert report.timed_out and not report.resolved and "timed out" in report.score.feedback
     assert report.duration_s < 30
+
+
+def test_a_test_command_that_cannot_start_is_a_scored_failure(shipped):
+    inst = instance_of(shipped.tasks("all")[0])
+    bench = SweLocalBenchmark([inst], SHIPPED_TASKS.parent, python="/nonexistent/python")
+    report = bench.grade(bench.tasks("all")[0], inst.patch)
+    assert not report.resolved and "no usable test results" in report.error and "cannot run /nonexistent/python" in report.error
 
 
 async def test_a_repository_that_cannot_be_cloned_is_a_scored_failure(tmp_path):
@@ -313,7 +336,7 @@ def test_find_mutations_are_minimal_edits_inside_functions():
     assert {"flip-comparison", "off-by-one", "drop-statement", "negate-condition"} <= ops
     for m in muts:
         new = m.apply(source)
-        changed = [(a, b) for a, b in zip(source.splitlines(), new.splitlines()) if a != b]
+        changed = [(a, b) for a, b in zip(source.splitlines(), new.splitlines(), strict=False) if a != b]
         assert len(changed) <= 1 or m.operator.startswith("drop")
         assert new.startswith("LIMIT = 3\n")  # module-level code is never mutated
         assert m.function in ("clamp", "count_vowels", "is_even")

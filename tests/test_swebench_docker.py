@@ -154,7 +154,7 @@ class FakeContainer:
     id: str
     name: str
     kwargs: dict
-    engine: "FakeEngine"
+    engine: FakeEngine
     started: bool = False
     files: dict[str, bytes] = field(default_factory=dict)
 

@@ -177,7 +177,7 @@ class _Finder(ast.NodeVisitor):
         if isinstance(node.op, ast.Not):
             start, end = self.span(node)
             rest = self.text(start, end)
-            if rest.startswith("not ") or rest.startswith("not("):
+            if rest.startswith(("not ", "not(")):
                 self.add(start, end, rest[3:].lstrip(), "drop-not", node.lineno)
         self.generic_visit(node)
 
@@ -409,7 +409,7 @@ def _test_dir(f: Path) -> str:
 
 
 @dataclass(frozen=True)
-class TestRun:
+class SuiteRun:
     status: dict[str, str]  # test id -> PASSED / FAILED / ERROR / SKIPPED / XFAIL
     output: str
     timed_out: bool
@@ -437,7 +437,7 @@ def parse_pytest(output: str) -> tuple[dict[str, str], frozenset[str]]:
 
 
 def run_tests(repo: Path, paths: list[str], env: dict[str, str], timeout_s: float,
-              extra: tuple[str, ...] = ()) -> TestRun:
+              extra: tuple[str, ...] = ()) -> SuiteRun:
     home = Path(tempfile.mkdtemp(prefix="make-swe-home-"))
     try:
         cmd = [sys.executable, *TEST_CMD[1:], *extra, *paths]
@@ -446,13 +446,13 @@ def run_tests(repo: Path, paths: list[str], env: dict[str, str], timeout_s: floa
     finally:
         shutil.rmtree(home, ignore_errors=True)
     status, dups = parse_pytest(run.output)
-    return TestRun(status, run.output, run.timed_out, dups)
+    return SuiteRun(status, run.output, run.timed_out, dups)
 
 
 # ---------------------------------------------------------------- hiding tests
 
 
-def test_location(test_id: str) -> tuple[str, list[str]]:
+def locate_test(test_id: str) -> tuple[str, list[str]]:
     """`path::Class::test_x[param]` -> (path, [Class, test_x])."""
     path, *names = test_id.split("::")
     return path, [n.split("[", 1)[0] for n in names]
@@ -463,7 +463,7 @@ def hide_tests(root: Path, test_ids: set[str]) -> dict[str, str] | None:
     directly in its own file (inherited, generated...)."""
     by_file: dict[str, set[tuple[str, ...]]] = {}
     for tid in test_ids:
-        path, names = test_location(tid)
+        path, names = locate_test(tid)
         by_file.setdefault(path, set()).add(tuple(names))
     out = {}
     for rel, wanted in by_file.items():
@@ -522,7 +522,7 @@ _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.M)
 
 def failure_excerpt(output: str, test_id: str) -> tuple[str, str] | None:
     """(the test's failing source line(s), the error lines) from pytest's --tb=short output."""
-    path, names = test_location(test_id)
+    path, names = locate_test(test_id)
     want = ".".join(names)
     sections = list(_SECTION.finditer(output))
     for i, m in enumerate(sections):
@@ -545,10 +545,10 @@ def failure_excerpt(output: str, test_id: str) -> tuple[str, str] | None:
     return None
 
 
-def problem_statement(pkg: Package, run: TestRun, f2p: list[str]) -> str:
+def problem_statement(pkg: Package, run: SuiteRun, f2p: list[str]) -> str:
     examples, used = [], set()
     for tid in f2p:
-        fn = test_location(tid)[1][-1]
+        fn = locate_test(tid)[1][-1]
         if fn in used:
             continue
         got = failure_excerpt(run.output, tid)
@@ -577,7 +577,7 @@ class Kept:
     failing: set[str]
 
 
-def screen(pkg: Package, baseline: TestRun, candidates: list[Mutation], count: int, max_failing: int,
+def screen(pkg: Package, baseline: SuiteRun, candidates: list[Mutation], count: int, max_failing: int,
            timeout_s: float, jobs: int, progress: Progress) -> list[Kept]:
     """Try candidates in order (in parallel work copies); keep the first `count` that qualify."""
     tmp = Path(tempfile.mkdtemp(prefix="make-swe-work-"))
@@ -590,7 +590,7 @@ def screen(pkg: Package, baseline: TestRun, candidates: list[Mutation], count: i
     failing_sets: list[set[str]] = []
     broken = baseline.failing | baseline.duplicates
 
-    def trial(args: tuple[Path, Mutation]) -> tuple[Mutation, TestRun]:
+    def trial(args: tuple[Path, Mutation]) -> tuple[Mutation, SuiteRun]:
         work, m = args
         original = (pkg.root / m.file).read_text(encoding="utf-8")
         (work / m.file).write_text(m.apply(original), encoding="utf-8")
@@ -608,12 +608,12 @@ def screen(pkg: Package, baseline: TestRun, candidates: list[Mutation], count: i
                     m = queue.pop(0)
                     if (m.file, m.function) not in functions:
                         batch.append(m)
-                for m, run in pool.map(trial, zip(works, batch)):
+                for m, run in pool.map(trial, zip(works, batch, strict=False)):
                     failing = run.failing - broken
                     ok = (not run.timed_out and 1 <= len(failing) <= max_failing
                           and all("::" in t for t in run.failing) and run.passing
                           and (m.file, m.function) not in functions and failing not in failing_sets
-                          and len({tuple(test_location(t)[1]) for t in failing}) <= 3
+                          and len({tuple(locate_test(t)[1]) for t in failing}) <= 3
                           and len(kept) < count)
                     if ok and hide_tests(pkg.root, failing) is not None:
                         kept.append(Kept(m, failing))
@@ -669,7 +669,7 @@ def build_task(pkg: Package, kept: Kept, instance_id: str, work: Path, bundle_re
         package=pkg.name, package_version=pkg.version, license=pkg.license, mutation=mutation)
 
 
-def _run_at(inst: SweInstance, source: str, patch: str, timeout_s: float) -> TestRun:
+def _run_at(inst: SweInstance, source: str, patch: str, timeout_s: float) -> SuiteRun:
     tmp = Path(tempfile.mkdtemp(prefix="make-swe-run-"))
     try:
         repo = tmp / "repo"
@@ -714,18 +714,23 @@ def make_swe(package: str, version: str | None = None, out_dir: Path | None = No
                       for m in find_mutations(f, (root / f).read_text(encoding="utf-8"))]
         candidates = interleave(candidates, seed)
         progress(f"baseline: {len(baseline.passing)} tests pass; {len(candidates)} candidate mutations")
-        kept = screen(pkg, baseline, candidates, count, max_failing, timeout_s, jobs, progress)
+        spare = max(2, count // 3)  # some kept mutations do not make a task (too few PASS_TO_PASS...)
+        kept = screen(pkg, baseline, candidates, count + spare, max_failing, timeout_s, jobs, progress)
         bundle_repo = tmp / "bundle.git"
         bundle_repo.mkdir()
         git(bundle_repo, "init", "-q", "--bare")
         rows: list[SweInstance] = []
         for kept_one in kept:
+            if len(rows) == count:
+                break
             iid = f"{pkg.name}-{pkg.version}-{len(rows) + 1:03d}"
             inst = build_task(pkg, kept_one, iid, tmp / "tasks", bundle_repo, timeout_s)
             if inst is not None and rewrite is not None:
                 inst = inst.model_copy(update={"problem_statement": rewrite(inst.problem_statement, inst)})
             if inst is None or not _check(inst, tmp / "tasks" / iid, progress):
                 git(bundle_repo, "update-ref", "-d", f"refs/heads/task/{iid}")
+                shutil.rmtree(tmp / "tasks" / iid)
+                progress(f"  dropped {kept_one.mutation.describe((root / kept_one.mutation.file).read_text())}")
                 continue
             rows.append(inst)
         if not rows:

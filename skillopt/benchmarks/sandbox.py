@@ -36,7 +36,11 @@ for name, value in json.loads(sys.argv[1]).items():
         resource.setrlimit(limit, (value, hard))
     except (ValueError, OSError):
         pass
-os.execvp(sys.argv[2], sys.argv[2:])
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as e:
+    sys.stderr.write(f"cannot run {sys.argv[2]}: {e.strerror}\\n")
+    sys.exit(127)
 """
 
 
@@ -100,8 +104,8 @@ def run_limited(cmd: list[str], *, cwd: Path | str, timeout_s: float, env: dict[
                 stdin_text: str | None = None, tail_chars: int = 2_000_000) -> SandboxResult:
     """Run `cmd` with a timeout and resource limits in its own process group.
 
-    Never raises for the command's failure (non-zero exit, crash, timeout); raises `OSError` only
-    when the command cannot be started at all (e.g. the executable does not exist).
+    Never raises for the command's failure (non-zero exit, crash, timeout); a command that cannot
+    be started exits 127 with a `cannot run ...` line.
     """
     limits = limits or ResourceLimits()
     launcher = [sys.executable, "-S", "-c", _LAUNCHER, json.dumps(limits.rlimits(timeout_s))]

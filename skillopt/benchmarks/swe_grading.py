@@ -146,7 +146,7 @@ def load_instances(path: Path) -> list[SweInstance]:
 # ---------------------------------------------------------------- the task the agent sees
 
 SWE_PROMPT = """\
-You are working in a checkout of the repository {repo}{version} (the current folder).
+You are working in a checkout of the repository {repo}{version}, in the current folder.
 
 Fix this issue:
 

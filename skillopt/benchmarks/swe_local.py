@@ -6,8 +6,8 @@ problem statement, a hidden `test_patch`, and FAIL_TO_PASS / PASS_TO_PASS lists.
 without one it is `https://github.com/<repo>.git`, so real SWE-bench rows drop in (they then need
 their own Python environment: option `python`).
 
-- `prepare` writes the files of `base_commit` into the workspace (`git archive`: no hidden tests,
-  no gold patch) and makes them a fresh repository with a single commit, so `git log -p` cannot
+- `prepare` writes the files of `base_commit` into the workspace (copied from a fresh clone: no
+  hidden tests, no gold patch) and makes them a fresh repository with a single commit, so `git log -p` cannot
   show the original code. The commit's author, date and message are fixed, so for the shipped
   tasks (whose base commits are root commits made the same way) HEAD equals `base_commit`.
 - `score` grades `out.patch` (else the workspace's `git diff`, new files included) in a fresh
@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -35,7 +33,15 @@ from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 
-from skillopt.benchmarks.base import RolloutOutput, Score, Split, SplitSizes, Task, assign_splits, data_hash
+from skillopt.benchmarks.base import (
+    RolloutOutput,
+    Score,
+    Split,
+    SplitSizes,
+    Task,
+    assign_splits,
+    data_hash,
+)
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
 from skillopt.benchmarks.swe_grading import (
@@ -124,21 +130,16 @@ def clone_at(source: str, commit: str, dest: Path) -> None:
         raise SetupError(f"could not check out {commit[:12]} from {source}: {_why(e)}") from None
 
 
-def extract_commit(repo: Path, commit: str, dest: Path) -> None:
-    """The files of `commit` (no history) into `dest`."""
-    data = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit], capture_output=True,
-                          timeout=600)
-    if data.returncode != 0:
-        raise SetupError(f"git archive {commit[:12]} failed: {data.stderr.decode(errors='replace').strip()}")
-    with tarfile.open(fileobj=io.BytesIO(data.stdout)) as tar:
-        tar.extractall(dest, filter="data")
+def copy_tree(repo: Path, dest: Path) -> None:
+    """The checked-out files of a clone (no `.git`) into `dest`."""
+    shutil.copytree(repo, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
 
 
 def fresh_repository(path: Path, message: str) -> str:
     """Make `path` a new repository whose one commit holds its files; returns the commit id."""
     git(path, "init", "-q")
     write_excludes(path)
-    git(path, "add", "-A")
+    git(path, "add", "-A", "--force")  # every file, even one the project's .gitignore names
     git(path, "commit", "-q", "--allow-empty", "-m", message)
     return git(path, "rev-parse", "HEAD").stdout.strip()
 
@@ -159,7 +160,7 @@ def materialize(inst: SweInstance, source: str, ws: Path) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="swe-src-"))
     try:
         clone_at(source, inst.base_commit, tmp / "repo")
-        extract_commit(tmp / "repo", inst.base_commit, ws)
+        copy_tree(tmp / "repo", ws)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return fresh_repository(ws, commit_message(inst))
@@ -199,7 +200,7 @@ def reset_test_files(repo: Path, inst: SweInstance) -> None:
             (repo / rel).unlink(missing_ok=True)
 
 
-def test_command(inst: SweInstance, python: str) -> list[str]:
+def build_test_command(inst: SweInstance, python: str) -> list[str]:
     cmd = list(inst.test_cmd or DEFAULT_TEST_CMD)
     if cmd and cmd[0] in ("python", "python3"):
         cmd[0] = python
@@ -249,7 +250,7 @@ def grade_local(inst: SweInstance, patch: str, source: str, *, python: str | Non
         env = minimal_env(tmp / "home", {k: _abs_paths(v, repo) if k == "PYTHONPATH" else v
                                          for k, v in inst.test_env.items()})
         (tmp / "home").mkdir()
-        run = run_limited(test_command(inst, python or sys.executable), cwd=repo, timeout_s=timeout, env=env,
+        run = run_limited(build_test_command(inst, python or sys.executable), cwd=repo, timeout_s=timeout, env=env,
                           limits=limits or ResourceLimits(memory_mb=4096))
         log = compose_log(steps, run.output, run.returncode, run.timed_out)
         log_path = (log_dir or tmp) / "test_output.txt"
@@ -259,6 +260,9 @@ def grade_local(inst: SweInstance, patch: str, source: str, *, python: str | Non
         extra = {"error": f"the tests timed out after {timeout:.0f}s"} if run.timed_out else {}
         report = grade_log(inst, log_path, patch, applied=True, timed_out=run.timed_out,
                            duration_s=round(time.monotonic() - t0, 3), **extra)
+        if report.error and not run.timed_out:  # say why the tests gave no results
+            tail = [ln for ln in run.output.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+            report = report.model_copy(update={"error": f"{report.error}: {tail[0][:300]}"})
         if log_dir is not None:
             (log_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
         return report
@@ -326,7 +330,7 @@ class SweLocalBenchmark:
         inst = instance_of(task)
         try:
             materialize(inst, self.source(inst), Path(ws))
-        except (SetupError, OSError, subprocess.SubprocessError, tarfile.TarError) as e:
+        except (SetupError, OSError, subprocess.SubprocessError) as e:
             self._setup_errors[str(Path(ws).resolve())] = str(e)
 
     def grade(self, task: Task, patch: str, log_dir: Path | None = None, run_empty: bool = False) -> GradeReport:
@@ -336,8 +340,11 @@ class SweLocalBenchmark:
             source = self.source(inst)
         except SetupError as e:
             return GradeReport(instance_id=inst.instance_id, error=str(e))
-        return grade_local(inst, patch, source, python=self.python, timeout_s=self.test_timeout_s,
-                           limits=self.limits, log_dir=log_dir, run_empty=run_empty)
+        try:
+            return grade_local(inst, patch, source, python=self.python, timeout_s=self.test_timeout_s,
+                               limits=self.limits, log_dir=log_dir, run_empty=run_empty)
+        except (OSError, subprocess.SubprocessError) as e:  # git or the test command itself failed to run
+            return GradeReport(instance_id=inst.instance_id, error=f"grading failed: {_why(e)}")
 
     async def score(self, task: Task, out: RolloutOutput, ws: Path) -> Score:
         err = self._setup_errors.pop(str(Path(ws).resolve()), None)

@@ -41,7 +41,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from skillopt.benchmarks.base import RolloutOutput, Score, Split, SplitSizes, Task, assign_splits, data_hash
+from skillopt.benchmarks.base import (
+    RolloutOutput,
+    Score,
+    Split,
+    SplitSizes,
+    Task,
+    assign_splits,
+    data_hash,
+)
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.swe_grading import (
     APPLY_CMDS,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from skillopt import __version__
@@ -21,10 +22,10 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except BadInput as e:
-            console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False)
+            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False)
             raise typer.Exit(2) from None
         except SkilloptError as e:
-            console.print(f"[bold red]error:[/] {e}")
+            console.print(f"[bold red]error:[/] {escape(str(e))}")
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             console.print("interrupted")

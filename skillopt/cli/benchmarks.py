@@ -60,7 +60,8 @@ def make_swe(
     rewrite_model: str = typer.Option(None, "--rewrite-model", help="Model that rewrites each problem "
                                                                    "statement as an issue report."),
 ) -> None:
-    from skillopt.benchmarks.make_swe import make_swe as make, model_rewriter
+    from skillopt.benchmarks.make_swe import make_swe as make
+    from skillopt.benchmarks.make_swe import model_rewriter
     from skillopt.cli.app import load_env
     from skillopt.models.types import ProviderEnv
 

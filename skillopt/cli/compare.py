@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from skillopt.cli.app import Globals, app, console, load_env, out
@@ -39,8 +40,7 @@ def compare(
     bootstrap: int = typer.Option(10000, "--bootstrap", help="Resamples of the paired bootstrap."),
     seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
 ) -> None:
-    from skillopt.report.compare import compare as compare_entries
-    from skillopt.report.compare import run_entry, unique_labels
+    from skillopt.report.compare import compare_skills, run_entry, unique_labels
     from skillopt.report.scoring import current_data_hash
     from skillopt.store.refs import resolve_skill_ref
 
@@ -74,7 +74,7 @@ def compare(
             d = _score_file(ref, label, splits, first_run, benchmark, harness, target_model, trials, concurrency,
                             config, overrides)
         data.append(d)
-    cmp = compare_entries(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
+    cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
     cmp.notes += notes
     if fmt == "json":
         typer.echo(cmp.model_dump_json(indent=2))
@@ -123,7 +123,7 @@ def _print_tables(cmp) -> None:
     from skillopt.report.tables import compare_tables
 
     for w in cmp.warnings:
-        out.print(f"[bold yellow]warning:[/] {w}", highlight=False)
+        out.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
     for t in compare_tables(cmp):
         table = Table(title=t.title, caption=t.caption or None, title_justify="left")
         for h in t.header:

@@ -12,10 +12,14 @@ from skillopt.report.export import FORMATS
 
 @app.command(help=f"""Export a skill for an agent: {', '.join(FORMATS)}.
 
-claude-skill: DIR/<name>/SKILL.md for .claude/skills/ or ~/.claude/skills/.
-codex-skill: DIR/<name>/SKILL.md for .agents/skills/.
+claude-skill: DIR/<name>/SKILL.md, for .claude/skills/ or ~/.claude/skills/.
+
+codex-skill: DIR/<name>/SKILL.md, for .agents/skills/.
+
 agents-md: DIR/<name>/AGENTS.md, a section to paste into AGENTS.md or CLAUDE.md.
-plugin: DIR/<plugin>/ with .claude-plugin/plugin.json and skills/<name>/SKILL.md (a Claude Code plugin).
+
+plugin: DIR/<plugin>/ with .claude-plugin/plugin.json (and marketplace.json) and skills/<name>/SKILL.md,
+a Claude Code plugin.
 
 skillopt's markers are stripped, the name and description are checked against the agents' rules, and
 provenance.json records the run, version, benchmark, target model and scores.
@@ -40,9 +44,13 @@ def export(
         raise BadInput(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
     r = resolve_skill_ref(ref, Globals.runs_dir)
     if r.run is not None:
-        state = r.run.read_state()
+        from skillopt.report.scoring import data_change
+
+        state, summary = r.run.read_state(), r.run.read_summary()
         if state is not None and state.status != "finished":
-            console.print(f"note: run {r.run.run_id} is {state.status}; exporting {r.label} as it is now")
+            console.print(f"note: run {r.run.run_id} is {state.status}; exporting {r.label} as it is now", markup=False)
+        if summary is not None and (note := data_change(r.run.read_config(), summary.data_hash)):
+            console.print(f"warning: {note}", markup=False)
     result = export_skill(r.skill, fmt, out_dir, provenance_for(r), name=name, description=description,
                           plugin_name=plugin_name, force=force, license=license)
     for w in result.warnings:

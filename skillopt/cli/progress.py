@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,7 +32,7 @@ class ProgressView:
         elif isinstance(event, VersionSaved) and event.gate is not None:
             g = event.gate
             mark = "[green]accept[/]" if g.accepted else "[red]reject[/]"
-            self.progress.console.print(f"  gate {event.version.label}: {mark} - {g.reason}")
+            self.progress.console.print(f"  gate {event.version.label}: {mark} - {escape(g.reason)}")
         elif isinstance(event, StepDone):
             m = event.metrics
             self.progress.console.print(
@@ -39,7 +40,7 @@ class ProgressView:
                 f"{m.get('proposed', 0)} proposed, {m.get('selected', 0)} selected, "
                 f"decision {m.get('decision') or 'none'}, val {_f(m.get('val'))}")
         elif isinstance(event, Note):
-            self.progress.console.print(f"  {event.text}")
+            self.progress.console.print(f"  {event.text}", markup=False)
         elif isinstance(event, RunFinished):
             self.progress.stop()
 

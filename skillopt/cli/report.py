@@ -24,7 +24,12 @@ def report(
     fmt: str = typer.Option(None, "--format", "-f", help="html | markdown (default: from the file name, else html)."),
 ) -> None:
     from skillopt.report.data import RunView
-    from skillopt.report.run_report import build_report, render_html, render_markdown, write_report
+    from skillopt.report.run_report import (
+        build_report,
+        render_html,
+        render_markdown,
+        write_report,
+    )
 
     if fmt is None:
         fmt = "markdown" if output is not None and output.suffix.lower() in (".md", ".markdown") else "html"

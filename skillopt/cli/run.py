@@ -67,9 +67,13 @@ def run(
     max_tokens: int = typer.Option(None, "--max-tokens", help="Budget of tokens for the whole run."),
     harness_mode: str = typer.Option(None, "--harness-mode", help="sdk | cli | auto (agent harnesses)."),
     overrides: list[str] = typer.Option(None, "--set", help="Dotted override, e.g. --set train.epochs=3."),
+    track: list[str] = typer.Option(None, "--track", help="Mirror the run into a tracker: mlflow."),
+    tracking_uri: str = typer.Option(None, "--tracking-uri",
+                                      help="Tracker URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)."),
 ) -> None:
     from skillopt.engine.listeners import IndexWriter, MetricsWriter
     from skillopt.engine.run import train
+    from skillopt.report.tracking import make_tracker
     from skillopt.store.run import RunStore
 
     environ = load_env()
@@ -102,9 +106,12 @@ def run(
                                      "optimizer_model": cfg.optimizer_model or o})
         if note:
             console.print(note)
+    uri = tracking_uri or environ.get("MLFLOW_TRACKING_URI")
+    trackers = [make_tracker(name, runs_dir, uri) for name in track or []]
     view = ProgressView(Globals.verbose)
     try:
-        summary = train(cfg, runs_dir, env, [view, MetricsWriter(runs_dir), IndexWriter(runs_dir)], resume=resume)
+        summary = train(cfg, runs_dir, env, [view, MetricsWriter(runs_dir), IndexWriter(runs_dir), *trackers],
+                        resume=resume)
     finally:
         view.stop()
     print_summary(summary)

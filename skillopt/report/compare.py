@@ -1,7 +1,7 @@
 """Compare skills: scores with confidence intervals per split, per-task wins / losses / ties and a
 paired significance test against the first skill, tokens and cost, and diffs of the skill texts.
 
-`compare()` is pure: it takes the rollouts of each skill (`EntryData`) and returns a
+`compare_skills()` is pure: it takes the rollouts of each skill (`EntryData`) and returns a
 `Comparison`. `run_entry()` reads a skill version's rollouts from its run; skill files are scored
 by `skillopt.report.scoring.score_file`.
 """
@@ -17,7 +17,14 @@ from pydantic import BaseModel, Field
 
 from skillopt.report.data import RunView, per_task
 from skillopt.report.lineage import skill_diff
-from skillopt.report.stats import Interval, Outcomes, TestResult, paired_outcomes, paired_test, score_interval
+from skillopt.report.stats import (
+    Interval,
+    Outcomes,
+    TestResult,
+    paired_outcomes,
+    paired_test,
+    score_interval,
+)
 from skillopt.store.records import RolloutRecord
 from skillopt.store.refs import SkillRef
 
@@ -134,7 +141,7 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 
 # the comparison --------------------------------------------------------------------------------------------
-def compare(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SPLITS, with_diff: bool = False,
+def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SPLITS, with_diff: bool = False,
             n_boot: int = 10000, seed: int = 0) -> Comparison:
     """Scores, paired tests against the first entry, usage and (optionally) diffs."""
     if not data:

@@ -6,7 +6,6 @@ metrics) and the SQLite index; nothing writes.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,7 +15,13 @@ from typing import Any
 
 from skillopt.errors import BadInput
 from skillopt.optimizer.types import GateDecision
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore
+from skillopt.store.records import (
+    RolloutRecord,
+    RunState,
+    RunSummary,
+    SkillVersion,
+    SplitScore,
+)
 from skillopt.store.run import RunStore
 
 SPLITS = ("train", "val", "test")
@@ -174,7 +179,7 @@ class RunView:
         if not db_path.exists():
             return []
         try:
-            db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+            db = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
             try:
                 rows = db.execute("SELECT version, gate_json FROM skill_versions WHERE run_id=? AND gate_json IS NOT NULL",
                                   (self.run_id,)).fetchall()
@@ -201,13 +206,6 @@ class RunView:
     def applied_edits(self, step: int) -> list[dict[str, Any]]:
         data = self.store.read_step(step, "applied.json")
         return data if isinstance(data, list) else []
-
-
-def load_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def per_task(records: Iterable[RolloutRecord], metric: str) -> dict[str, float]:

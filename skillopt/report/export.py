@@ -25,7 +25,13 @@ from pydantic import BaseModel, Field
 
 from skillopt import __version__
 from skillopt.errors import BadInput
-from skillopt.skill import Skill, validate_description, validate_name
+from skillopt.skill import (
+    Skill,
+    find_sections,
+    normalize_body,
+    validate_description,
+    validate_name,
+)
 from skillopt.store.files import atomic_write_text
 from skillopt.store.records import SplitScore, now
 from skillopt.store.refs import SkillRef
@@ -167,8 +173,10 @@ def agents_md_section(skill: Skill, prov: Provenance) -> str:
 
 
 def demote_headings(body: str, top: int) -> str:
-    """Shift every heading (outside code fences) so the highest one is at level `top` (max 6)."""
-    sections = Skill(name="x", description="x", body=body).sections()
+    """Shift every heading (outside code fences) so the highest one is at level `top` (max 6).
+    Returns the body normalized (as `Skill.body` is)."""
+    body = normalize_body(body)
+    sections = find_sections(body)
     if not sections:
         return body
     shift = top - min(s.level for s in sections)

@@ -58,7 +58,7 @@ class Lineage(BaseModel):
         return [n for n in self.nodes if n.parent is None or n.parent not in known]
 
 
-def lineage(view: RunView) -> Lineage:
+def build_lineage(view: RunView) -> Lineage:
     """Every version of the run, linked to its parent, with its gate decision and scores."""
     gates = view.gates()
     marks: dict[int, list[str]] = {}

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from skillopt import __version__
 from skillopt.report.data import RunView, per_task
-from skillopt.report.lineage import Lineage, lineage, skill_diff
+from skillopt.report.lineage import Lineage, build_lineage, skill_diff
 from skillopt.report.stats import Interval, score_interval
 from skillopt.report.svg import PALETTE, Marker, Series, heatmap, line_chart
 from skillopt.report.tables import fenced, fmt_cost, fmt_interval
@@ -96,8 +96,8 @@ class RunReport(BaseModel):
 
 
 # building -------------------------------------------------------------------------------------------
-def build_report(view: RunView) -> RunReport:
-    tree = lineage(view)
+def build_report(view: RunView, check_data: bool = True) -> RunReport:
+    tree = build_lineage(view)
     metric = str((view.config.get("gate") or {}).get("metric", "hard"))
     st = view.state
     baseline = getattr(st.baseline_val, metric, None) if st and st.baseline_val else None
@@ -119,6 +119,11 @@ def build_report(view: RunView) -> RunReport:
     rep.diff_from_seed = skill_diff(view.store.skill(0).render(), rep.best_text, "v000 (seed)", f"{rep.best_label} (best)")
     if view.in_progress:
         rep.notes.append(f"the run is {view.status}: this report shows what it has so far")
+    if check_data:
+        from skillopt.report.scoring import data_change
+
+        if note := data_change(view.config, view.data_hash):
+            rep.notes.append(note)
     if view.mode == "eval":
         rep.notes.append("this is an evaluation run: it has no training steps")
     return rep
@@ -237,7 +242,7 @@ def _validation_chart(rep: RunReport) -> str:
               ("stopped early", REJECT, "hollow"), ("consolidation", "#64748b", "diamond")]
     return line_chart("validation-chart", f"validation {rep.metric} score per step",
                       [Series("incumbent val", line, PALETTE[0], step=True)], markers, x_label="step",
-                      y_label=f"val {rep.metric}", y_range=(0.0, 1.0), legend=legend)
+                      y_label=f"val {rep.metric}", y_range=(0.0, 1.0), legend=legend, width=1000, height=300)
 
 
 def _usage_charts(rep: RunReport) -> tuple[str, str]:

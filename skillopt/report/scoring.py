@@ -51,6 +51,17 @@ def current_data_hash(config: dict[str, Any]) -> tuple[str, str | None]:
         return "", f"could not load benchmark {config.get('benchmark')!r} to check its data: {e}"
 
 
+def data_change(config: dict[str, Any], recorded: str) -> str | None:
+    """A warning when the benchmark data of a run changed since it recorded `recorded` (its data hash)."""
+    if not recorded:
+        return None
+    now_hash, _ = current_data_hash(config)
+    if now_hash and now_hash != recorded:
+        return (f"the benchmark data changed since the run scored it (data hash {recorded} then, {now_hash} now): "
+                f"its scores refer to the old data")
+    return None
+
+
 def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, RolloutRecord]]:
     """Rollouts with these cache keys in any run under `runs_dir`: key -> (run id, record)."""
     found: dict[str, tuple[str, RolloutRecord]] = {}

@@ -193,8 +193,8 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], n_boot: int = 10000
             extreme += 1
     means.sort()
     alpha = (1 - level) / 2
-    lo = means[int(math.floor(alpha * (n_boot - 1)))]
-    hi = means[int(math.ceil((1 - alpha) * (n_boot - 1)))]
+    lo = means[math.floor(alpha * (n_boot - 1))]
+    hi = means[math.ceil((1 - alpha) * (n_boot - 1))]
     p = 1.0 if abs(obs) <= EPS else (1 + extreme) / (1 + n_boot)
     return TestResult(test="paired-bootstrap", p_value=min(1.0, p), delta=obs, delta_lo=lo, delta_hi=hi, n=n)
 

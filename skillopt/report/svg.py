@@ -80,7 +80,7 @@ def fmt_tick(v: float) -> str:
 
 def _axes(f: Frame, x_ticks: Sequence[float], y_ticks: Sequence[float], x_label: str, y_label: str,
           y_fmt=fmt_tick, x_fmt=fmt_tick) -> list[str]:
-    out = [f'<g class="axes" stroke="#cbd5e1" stroke-width="1">']
+    out = ['<g class="axes" stroke="#cbd5e1" stroke-width="1">']
     for y in y_ticks:
         out.append(f'<line class="grid" x1="{_n(f.left)}" x2="{_n(f.width - f.right)}" y1="{_n(f.py(y))}" '
                    f'y2="{_n(f.py(y))}" stroke="#e2e8f0"/>')
@@ -179,7 +179,7 @@ def score_color(v: float) -> str:
     v = max(0.0, min(1.0, v))
     lo, mid, hi = (220, 38, 38), (245, 180, 40), (22, 163, 74)
     a, b, t = (lo, mid, v * 2) if v < 0.5 else (mid, hi, (v - 0.5) * 2)
-    return "#%02x%02x%02x" % tuple(round(a[i] + (b[i] - a[i]) * t) for i in range(3))
+    return "#" + "".join(f"{round(a[i] + (b[i] - a[i]) * t):02x}" for i in range(3))
 
 
 def heatmap(chart_id: str, title: str, rows: Sequence[str], cols: Sequence[str],
@@ -207,7 +207,7 @@ def heatmap(chart_id: str, title: str, rows: Sequence[str], cols: Sequence[str],
             v = cells.get((r, c))
             if v is None:
                 parts.append(f'<rect class="cell missing" x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" '
-                             f'fill="#f1f5f9"><title>{escape(r)} / {escape(c)}: not run</title></rect>')
+                             f'fill="#e2e8f0" stroke="#cbd5e1" stroke-dasharray="2 2"><title>{escape(r)} / {escape(c)}: not run</title></rect>')
             else:
                 parts.append(f'<rect class="cell" x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" rx="2" '
                              f'fill="{score_color(v)}"><title>{escape(r)} / {escape(c)}: {v:.2f}</title></rect>')

@@ -16,7 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from skillopt.engine.events import Event, RunFinished, RunStarted, StepDone, VersionSaved
+from skillopt.engine.events import (
+    Event,
+    RunFinished,
+    RunStarted,
+    StepDone,
+    VersionSaved,
+)
 from skillopt.errors import BadInput, require
 from skillopt.store.run import RunStore
 
@@ -75,7 +81,7 @@ class MlflowTracker:
                 self._version(event)
             elif isinstance(event, RunFinished):
                 self._finish(event)
-        except Exception as e:  # noqa: BLE001  (a tracker must never stop training)
+        except Exception as e:
             self.enabled = False
             log.warning("mlflow tracking turned off after an error: %s: %s", type(e).__name__, e)
 

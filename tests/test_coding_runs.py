@@ -1,0 +1,128 @@
+"""Training runs on the coding benchmarks through the real CLI.
+
+- swe-local with the real Claude Code binary: the scripted agent loads the skill, and only when the
+  skill holds the rule does it write the fix (the task's gold patch, applied with `git apply`); the
+  optimizer proposes the rule. The step must be accepted on hidden tests graded locally.
+- mbpp on the chat harness: the fake target answers with the reference solution only under the rule.
+- swebench with no Docker engine: one line, exit code 2, before any rollout or run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+import skillopt.benchmarks as bm
+from skillopt.benchmarks.code import reference_code
+from tests.fakes.agent_scripts import shell_call, use_skill_call
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli
+
+RULE = "Reproduce the failing check, then fix the code it points at."
+TOOLZ = ["toolz-1.2.0-001", "toolz-1.2.0-002", "toolz-1.2.0-004", "toolz-1.2.0-006", "toolz-1.2.0-010"]
+
+
+def optimizer_reply(req: FakeRequest) -> FakeReply:
+    edit = {"op": "add", "anchor": "", "text": RULE, "rationale": "the agent never tried a fix",
+            "evidence": re.findall(r"FAILED task (\S+)", req.last_user_text)}
+    return FakeReply(text=json.dumps({"analysis": "no fix was attempted", "edits": [edit]}))
+
+
+def swe_agent(gold: dict[str, str]):
+    """Claude Code's model: Skill tool first; with the rule in the loaded skill, apply the fix."""
+    def script(req: FakeRequest) -> FakeReply:
+        if req.api == "chat":
+            return optimizer_reply(req)
+        if not req.tools:
+            return FakeReply(text="ok")
+        results = req.tool_results
+        if not results:
+            return FakeReply(text="Loading the skill.", tool_calls=[use_skill_call(req, "task-solver")])
+        conversation = "\n".join(m.text for m in req.messages)
+        if len(results) == 1 and RULE in conversation:
+            statement = next(s for s in gold if s in conversation)
+            command = f"cat > /tmp/fix-$$.patch <<'EOF'\n{gold[statement]}EOF\ngit apply /tmp/fix-$$.patch && echo applied"
+            return FakeReply(text="Fixing.", tool_calls=[shell_call(req, command)])
+        return FakeReply(text="Done.")
+    return script
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is needed to materialize the repositories")
+def test_swe_local_step_with_claude_code_fixes_bugs_under_the_learned_skill(tmp_path):
+    pytest.importorskip("swebench", reason="the swe extra is not installed")
+    pytest.importorskip("claude_agent_sdk", reason="the claude-code extra (bundles Claude Code) is not installed")
+    from skillopt.benchmarks.swe_local import SHIPPED_TASKS
+
+    rows = [json.loads(line) for line in SHIPPED_TASKS.read_text().splitlines() if line.strip()]
+    gold = {r["problem_statement"]: r["patch"] for r in rows if r["instance_id"] in TOOLZ}
+    with FakeModelServer(swe_agent(gold)) as srv:
+        args = ["run", "--benchmark", "swe-local", "--harness", "claude-code", "--harness-mode", "cli",
+                "--target_model", f"anthropic:fake-agent@{srv.base_url}",
+                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+                "--set", f"benchmark_options.instance_ids={','.join(TOOLZ)}",
+                "--run-id", "swe", "--epochs", "1", "--train-size", "2", "--val-size", "2", "--test-size", "1",
+                "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
+                "--set", "limits.timeout_s=180"]
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "runs" / "swe"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == 1 and summary["status"] == "finished"
+    assert summary["scores"]["seed"]["val"]["hard"] == 0.0 and summary["scores"]["best"]["val"]["hard"] == 1.0
+    assert summary["scores"]["best"]["test"]["hard"] == 1.0
+    assert json.loads((run / "steps" / "0001" / "gate.json").read_text())["accepted"]
+    rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert not [x for x in rollouts if x["error"]]
+    resolved = [x for x in rollouts if x["hard"] == 1.0]
+    assert resolved and all(x["patch"] and ".claude" not in x["patch"] for x in resolved)
+    assert all("resolved" in x["feedback"].lower() for x in resolved)
+    unresolved = [x for x in rollouts if x["hard"] == 0.0]
+    assert unresolved and all(not x["patch"] for x in unresolved)
+
+
+def mbpp_target(references: dict[str, str]):
+    def script(req: FakeRequest) -> FakeReply:
+        if "You improve a skill" in req.last_user_text:
+            return optimizer_reply(req)
+        if RULE in req.system:
+            code = next(ref for prompt, ref in references.items() if prompt in req.last_user_text)
+            return FakeReply(text=f"```python\n{code}\n```")
+        return FakeReply(text="```python\ndef nothing():\n    pass\n```")
+    return script
+
+
+def test_mbpp_step_on_the_chat_harness(tmp_path):
+    bench = bm.get_benchmark("mbpp")
+    references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
+    with FakeModelServer(mbpp_target(references)) as srv:
+        args = ["run", "--benchmark", "mbpp", "--harness", "chat",
+                "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
+                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+                "--run-id", "mbpp", "--epochs", "1", "--train-size", "3", "--val-size", "4", "--test-size", "3",
+                "--batch-size", "3", "--set", "train.consolidate=false"]
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((tmp_path / "runs" / "mbpp" / "summary.json").read_text())
+    assert summary["steps"] == 1
+    assert summary["scores"]["seed"]["val"]["hard"] == 0.0 and summary["scores"]["best"]["val"]["hard"] == 1.0
+    assert summary["scores"]["best"]["test"]["hard"] == 1.0
+
+
+def test_swebench_without_a_docker_engine_is_one_line_before_any_rollout(tmp_path):
+    pytest.importorskip("swebench", reason="the swe extra is not installed")
+    rows = tmp_path / "verified.jsonl"
+    rows.write_text(json.dumps({
+        "instance_id": "astropy__astropy-12907", "repo": "astropy/astropy", "base_commit": "d16bfe05",
+        "problem_statement": "separability matrix is wrong for nested models", "patch": "", "test_patch": "",
+        "FAIL_TO_PASS": "[]", "PASS_TO_PASS": "[]", "version": "4.3"}) + "\n")
+    env = cli_env(tmp_path, DOCKER_HOST="unix:///nonexistent/docker.sock")
+    r = run_cli(["run", "--benchmark", "swebench", "--set", f"benchmark_options.dataset={rows}",
+                 "--harness", "claude-code", "--target_model", "anthropic:claude-haiku-4-5@http://127.0.0.1:9",
+                 "--optimizer_model", "openai-compatible:opt@http://127.0.0.1:9/v1"], tmp_path, env)
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "docker" in lines[0].lower() and "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
