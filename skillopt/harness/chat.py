@@ -26,7 +26,7 @@ class ChatHarness:
         self.models = ctx.models
 
     async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
-        system = render("chat_system.md.j2", skill=skill)
+        system = render("chat_system.md.j2", skill=skill.strip_markers())  # as it will be deployed
         user = task.prompt if not task.context else f"{task.context}\n\n{task.prompt}"
         req = ChatRequest(
             messages=(Message(role="system", content=system), Message(role="user", content=user)),

@@ -17,7 +17,7 @@ def write_skill(ws: Path, skill: Skill, skill_dir: str | None) -> Path | None:
         return None
     path = ws / skill_dir / skill.name / "SKILL.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(skill.render(), encoding="utf-8")
+    path.write_text(skill.strip_markers().render(), encoding="utf-8")  # as it will be deployed: no markers
     return path
 
 

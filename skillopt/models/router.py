@@ -117,9 +117,14 @@ class Models:
         ))
 
     async def chat_json(self, spec: ModelSpec, messages: list[Message], schema: type[T], role: Role,
-                        max_tokens: int | None = None, temperature: float | None = None) -> T | StructuredFailure:
-        """Ask for JSON matching `schema`; one repair retry on invalid JSON, then a recorded failure."""
-        json_schema = schema.model_json_schema()
+                        max_tokens: int | None = None, temperature: float | None = None,
+                        json_schema: dict | None = None) -> T | StructuredFailure:
+        """Ask for JSON matching `schema`; one repair retry on invalid JSON, then a recorded failure.
+
+        `json_schema` (default: the model's own) is what the server constrains decoding to; it may be
+        narrower than `schema`, e.g. an enum of the anchors that exist in the skill.
+        """
+        json_schema = json_schema or schema.model_json_schema()
         use_schema = spec.provider != "anthropic"  # Anthropic: schema in the prompt only
         req = ChatRequest(messages=tuple(messages), max_tokens=max_tokens, temperature=temperature,
                           json_schema=json_schema if use_schema else None, schema_name=schema.__name__)

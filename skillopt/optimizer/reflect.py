@@ -28,13 +28,40 @@ def make_minibatches(scored: Sequence[ScoredRollout], size: int, successes_per_b
     return batches
 
 
+def anchor_choices(skill: Skill) -> list[str]:
+    """What an edit can anchor on: "" (the end), every section title, and every line of the skill
+    outside protected regions (markers and headings aside)."""
+    spans = skill.protected_spans()
+    choices = ["", *(s.title for s in skill.sections())]
+    pos = 0
+    for line in skill.body.splitlines(keepends=True):
+        text = line.strip()
+        if text and not text.startswith(("#", "<!--")) and not any(a <= pos < b for a, b in spans):
+            choices.append(text)
+        pos += len(line)
+    return list(dict.fromkeys(choices))
+
+
+def reply_schema(skill: Skill, max_edits: int) -> dict:
+    """The reply's JSON schema with anchors limited to what exists in the skill and at most
+    `max_edits` edits (at least one). Servers that constrain decoding (llama.cpp, vLLM, OpenAI) then cannot return
+    an anchor that is not there, which small optimizer models otherwise do often."""
+    schema = ReflectionReply.model_json_schema()
+    edit = schema["$defs"]["ProposedEdit"]["properties"]
+    edit["anchor"] = {**edit["anchor"], "enum": anchor_choices(skill)}
+    # reflection only runs on failures: at least one edit (the gate rejects it if it does not help)
+    schema["properties"]["edits"].update(minItems=1, maxItems=max(1, max_edits))
+    return schema
+
+
 async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[ScoredRollout],
                   successes: list[ScoredRollout], rejected: Sequence[Edit], max_edits: int,
                   max_tokens: int | None = None, temperature: float | None = None) -> Reflection:
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
-                    rejected=list(rejected)[-10:], max_edits=max_edits)
+                    rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill))
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,
-                                   role="optimizer", max_tokens=max_tokens, temperature=temperature)
+                                   role="optimizer", max_tokens=max_tokens, temperature=temperature,
+                                   json_schema=reply_schema(skill, max_edits))
     ids = [r.task_id for r in failures + successes]
     if isinstance(reply, StructuredFailure):
         return Reflection(minibatch=ids, error=reply.error)
