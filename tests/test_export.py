@@ -189,3 +189,37 @@ def test_plugin_validates_and_installs_with_claude_code(runs, tmp_path):
     assert inst.returncode == 0, inst.stdout + inst.stderr
     listed = claude_cli("plugin", "list")
     assert "unit-checker@unit-checker-local" in listed.stdout and "enabled" in listed.stdout
+
+
+@pytest.mark.slow
+def test_exported_claude_skill_is_discovered_and_used_by_claude_code(runs, tmp_path):
+    """`--out .claude/skills` in a project: the real Claude Code lists the skill at start-up and
+    loads it through its Skill tool (model: the scripted fake server)."""
+    from tests.fakes.agent_scripts import skill_then_command
+    from tests.fakes.server import FakeModelServer
+
+    claude = _claude_binary()
+    if claude is None:
+        pytest.skip("the Claude Code binary (claude-agent-sdk extra) is not installed")
+    project = tmp_path / "project"
+    r = cli("export", "phys", "--format", "claude-skill", "--out", str(project / ".claude" / "skills"), runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "CLAUDE"))}
+    with FakeModelServer(skill_then_command("unit-checker", "echo checked", "Answer: 3 m")) as srv:
+        env.update({"HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), "IS_SANDBOX": "1",
+                    "ANTHROPIC_BASE_URL": srv.base_url, "ANTHROPIC_API_KEY": "test-key",
+                    "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+        p = subprocess.run([claude, "-p", "--output-format", "stream-json", "--verbose", "--model", "fake",
+                            "--permission-mode", "bypassPermissions", "--", "How long is the rod?"],
+                           cwd=project, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    events = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    init = next(e for e in events if e.get("type") == "system" and e.get("subtype") == "init")
+    assert "unit-checker" in init["skills"], p.stderr[-2000:]
+    calls = [b for e in events if e.get("type") == "assistant" for b in e["message"]["content"]
+             if b.get("type") == "tool_use"]
+    assert calls and calls[0]["name"] == "Skill"
+    loaded = json.dumps([e for e in events if e.get("type") == "user"])
+    assert "Convert every quantity to SI units first." in loaded and "skillopt:" not in loaded
+    assert events[-1]["type"] == "result" and "Answer: 3 m" in events[-1]["result"]

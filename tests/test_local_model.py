@@ -255,3 +255,27 @@ def test_serve_command_moves_off_a_busy_port_and_stops_on_ctrl_c(cache):
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+@pytest.mark.slow
+def test_cli_serve_answers_anthropic_messages_and_responses(cache):
+    """`skillopt models serve` (the real CLI) prints a base URL that other tools can use as-is."""
+    env = {**os.environ, "SKILLOPT_CACHE_DIR": str(cache.parent), "COLUMNS": "200", "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "skillopt", "models", "serve", "smollm2-135m"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        base = proc.stdout.readline().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", base), proc.stderr.read()[-2000:]
+        msg = httpx.post(f"{base}/messages", timeout=120, json={
+            "model": "any", "max_tokens": 16, "messages": [{"role": "user", "content": "Say hello."}]}).json()
+        assert msg["type"] == "message" and msg["content"][0]["type"] == "text" and msg["content"][0]["text"]
+        assert msg["usage"]["output_tokens"] > 0
+        resp = httpx.post(f"{base}/responses", timeout=120, json={
+            "model": "any", "input": "Say hello.", "max_output_tokens": 16}).json()
+        texts = [c["text"] for item in resp["output"] if item["type"] == "message" for c in item["content"]]
+        assert resp["object"] == "response" and any(t.strip() for t in texts)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
