@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
 from tests.helpers import cli_env, run_cli, write_jsonl

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from skillopt.cli.app import Globals, app, console, load_env, out
+from skillopt.cli.app import Globals, app, load_env, out
 from skillopt.errors import BadInput
 
 FORMATS = ("table", "json", "markdown")
@@ -89,8 +89,7 @@ def compare(
 def _score_file(ref, label, splits, first_run, benchmark, harness, target_model, trials, concurrency, config,
                 overrides):
     from skillopt.cli.progress import ProgressView
-    from skillopt.cli.run import _flags, default_models
-    from skillopt.config import load_yaml, parse_override, resolve_config
+    from skillopt.cli.run import scoring_config
     from skillopt.models.types import ProviderEnv
     from skillopt.report.scoring import score_file, scoring_layer
 
@@ -101,17 +100,8 @@ def _score_file(ref, label, splits, first_run, benchmark, harness, target_model,
     elif not benchmark:
         raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (and --target_model), "
                        "or compare it with a run whose settings it should use")
-    for path in (Globals.config, config):
-        if path:
-            layers.append(load_yaml(path))
-    layers += [parse_override(o) for o in overrides or []]
-    layers.append(_flags(benchmark=benchmark, harness=harness, target_model=target_model,
-                         train__trials=trials, train__concurrency=concurrency))
-    cfg = resolve_config(*layers)
-    if not cfg.target_model:
-        t, _, note = default_models(env)
-        cfg = cfg.model_copy(update={"target_model": t})
-        console.print(note)
+    cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
+                         target_model=target_model, train__trials=trials, train__concurrency=concurrency)
     view = ProgressView()
     try:
         return score_file(ref, cfg, splits, Globals.runs_dir, env, [view], label)

@@ -117,6 +117,23 @@ def run(
     print_summary(summary)
 
 
+def scoring_config(layers: list[dict[str, Any]], config: Path | None, overrides: list[str] | None,
+                   env: ProviderEnv, **flags: Any):
+    """The config for scoring a skill (eval, compare): base layers, then config files, `--set`
+    overrides and flags; the default target when none is named."""
+    for path in (Globals.config, config):
+        if path:
+            layers.append(load_yaml(path))
+    layers += [parse_override(o) for o in overrides or []]
+    layers.append(_flags(**flags))
+    cfg = resolve_config(*layers)
+    if not cfg.target_model:
+        t, _, note = default_models(env)
+        cfg = cfg.model_copy(update={"target_model": t})
+        console.print(note)
+    return cfg
+
+
 def raise_bad(message: str) -> None:
     from skillopt.errors import BadInput
 
@@ -148,17 +165,8 @@ def eval_(
         base = ref.run.read_config()
         layers.append({k: base[k] for k in ("benchmark", "harness", "target_model", "splits", "limits",
                                             "harness_options", "benchmark_options") if k in base})
-    for path in (Globals.config, config):
-        if path:
-            layers.append(load_yaml(path))
-    layers += [parse_override(o) for o in overrides or []]
-    layers.append(_flags(benchmark=benchmark, harness=harness, target_model=target_model,
-                         train__trials=trials, train__concurrency=concurrency))
-    cfg = resolve_config(*layers)
-    if not cfg.target_model:
-        t, _, note = default_models(env)
-        cfg = cfg.model_copy(update={"target_model": t})
-        console.print(note)
+    cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
+                         target_model=target_model, train__trials=trials, train__concurrency=concurrency)
     if split not in ("train", "val", "test", "all"):
         raise_bad(f"unknown split {split!r}: use train, val, test or all")
     view = ProgressView()
