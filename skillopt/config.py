@@ -97,7 +97,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "skill_token_cap": 600, "include_successes": 1, "consolidate": False,
                   "summary_tokens": 200, "max_reflections_per_step": 1},
         "limits": {"max_tokens": 256, "timeout_s": 120},
-        "models": {"optimizer_max_tokens": 512},
+        "models": {"optimizer_max_tokens": 1024},
     },
 }
 

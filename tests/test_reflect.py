@@ -40,12 +40,21 @@ FAILED = ScoredRollout(task_id="t1", prompt="2+2?", reference="4", output="Answe
 def test_anchor_choices_are_the_end_titles_and_unprotected_lines():
     assert anchor_choices(SKILL) == ["", "Solving", "Answer format", "Read the problem twice.",
                                      "Write each calculation on its own line."]
+    # replace / delete: no section holding a protected region (here: both, "Solving" holds "Answer format")
+    assert anchor_choices(SKILL, editable=True) == ["Read the problem twice.", "Write each calculation on its own line."]
 
 
-def test_reply_schema_limits_anchors_and_edit_count():
+def test_reply_schema_limits_anchors_per_op_and_edit_count():
     schema = reply_schema(SKILL, 2)
-    assert schema["$defs"]["ProposedEdit"]["properties"]["anchor"]["enum"] == anchor_choices(SKILL)
+    add, change = schema["$defs"]["ProposedEdit"]["anyOf"]
+    assert add["properties"]["op"]["enum"] == ["add"] and add["properties"]["anchor"]["enum"] == anchor_choices(SKILL)
+    assert change["properties"]["op"]["enum"] == ["replace", "delete"]
+    assert change["properties"]["anchor"]["enum"] == anchor_choices(SKILL, editable=True)
     assert (schema["properties"]["edits"]["minItems"], schema["properties"]["edits"]["maxItems"]) == (1, 2)
+    only_protected = Skill.parse("---\nname: x\ndescription: y\n---\n<!-- skillopt:protected -->\nKeep.\n"
+                                 "<!-- /skillopt:protected -->\n")
+    (only_add,) = reply_schema(only_protected, 1)["$defs"]["ProposedEdit"]["anyOf"]
+    assert only_add["properties"]["anchor"]["enum"] == [""]
 
 
 async def test_reflect_sends_the_narrowed_schema_and_lists_the_anchors():
@@ -63,8 +72,9 @@ async def test_reflect_sends_the_narrowed_schema_and_lists_the_anchors():
     assert out.error is None and [e.anchor for e in out.edits] == ["Write each calculation on its own line."]
     (req,) = seen
     sent = req.json_schema or req.response_format["json_schema"]["schema"]
-    assert sent["$defs"]["ProposedEdit"]["properties"]["anchor"]["enum"] == anchor_choices(SKILL)
-    assert '"anchor" is one of: "", "Solving", "Answer format"' in req.last_user_text
+    assert sent == reply_schema(SKILL, 1)
+    assert '"anchor" of an "add" is one of: "", "Solving", "Answer format"' in req.last_user_text
+    assert '"anchor" of a "replace" or "delete" is one of: "Read the problem twice."' in req.last_user_text
 
 
 async def test_the_chat_target_sees_the_skill_without_markers():

@@ -28,29 +28,51 @@ def make_minibatches(scored: Sequence[ScoredRollout], size: int, successes_per_b
     return batches
 
 
-def anchor_choices(skill: Skill) -> list[str]:
-    """What an edit can anchor on: "" (the end), every section title, and every line of the skill
-    outside protected regions (markers and headings aside)."""
+MAX_EDIT_CHARS = 800  # one edit's text: a bounded edit, a rule or two, not a rewrite
+
+
+def anchor_choices(skill: Skill, editable: bool = False) -> list[str]:
+    """What an edit can anchor on: "" (the end), section titles, and every line of the skill outside
+    protected regions (markers and headings aside). `editable`: only what a replace or delete may
+    touch, i.e. no section that holds a protected region."""
     spans = skill.protected_spans()
-    choices = ["", *(s.title for s in skill.sections())]
+
+    def overlaps(start: int, end: int) -> bool:
+        return any(a < end and start < b for a, b in spans)
+
+    titles = [s.title for s in skill.sections() if not (editable and overlaps(s.start, s.end))]
+    choices = ["", *titles] if not editable else titles
     pos = 0
     for line in skill.body.splitlines(keepends=True):
         text = line.strip()
-        if text and not text.startswith(("#", "<!--")) and not any(a <= pos < b for a, b in spans):
+        if text and not text.startswith(("#", "<!--")) and not overlaps(pos, pos + len(line)):
             choices.append(text)
         pos += len(line)
     return list(dict.fromkeys(choices))
 
 
 def reply_schema(skill: Skill, max_edits: int) -> dict:
-    """The reply's JSON schema with anchors limited to what exists in the skill and at most
-    `max_edits` edits (at least one). Servers that constrain decoding (llama.cpp, vLLM, OpenAI) then cannot return
-    an anchor that is not there, which small optimizer models otherwise do often."""
+    """The reply's JSON schema narrowed to this skill: an `add` anchors on anything that exists, a
+    `replace` / `delete` only on what holds no protected region; 1..`max_edits` edits. Servers that
+    constrain decoding (llama.cpp, vLLM, OpenAI) then cannot return an edit that cannot apply,
+    which small optimizer models otherwise often do. Strings are bounded too."""
     schema = ReflectionReply.model_json_schema()
-    edit = schema["$defs"]["ProposedEdit"]["properties"]
-    edit["anchor"] = {**edit["anchor"], "enum": anchor_choices(skill)}
+    edit = schema["$defs"]["ProposedEdit"]
+    branches = []
+    for ops, anchors in ((["add"], anchor_choices(skill)), (["replace", "delete"], anchor_choices(skill, True))):
+        if not anchors:
+            continue
+        props = {**edit["properties"], "op": {"type": "string", "enum": ops},
+                 "anchor": {**edit["properties"]["anchor"], "enum": anchors},
+                 "text": {**edit["properties"]["text"], "maxLength": MAX_EDIT_CHARS},
+                 "rationale": {**edit["properties"]["rationale"], "maxLength": 200},
+                 "evidence": {**edit["properties"]["evidence"], "maxItems": 8}}
+        branches.append({**edit, "properties": props, "required": ["op", "anchor", "text"]})
+    schema["$defs"]["ProposedEdit"] = {"anyOf": branches}
     # reflection only runs on failures: at least one edit (the gate rejects it if it does not help)
     schema["properties"]["edits"].update(minItems=1, maxItems=max(1, max_edits))
+    # bounded strings keep the whole reply inside the optimizer's token cap (a cut reply is not JSON)
+    schema["properties"]["analysis"]["maxLength"] = 400
     return schema
 
 
@@ -58,7 +80,8 @@ async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[
                   successes: list[ScoredRollout], rejected: Sequence[Edit], max_edits: int,
                   max_tokens: int | None = None, temperature: float | None = None) -> Reflection:
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
-                    rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill))
+                    rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
+                    editable=anchor_choices(skill, editable=True))
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,
                                    role="optimizer", max_tokens=max_tokens, temperature=temperature,
                                    json_schema=reply_schema(skill, max_edits))
