@@ -13,7 +13,7 @@ from skillopt.cli.traces_export import HELP as EXPORT_HELP
 from skillopt.cli.traces_export import export_command
 from skillopt.errors import BadInput
 from skillopt.store.records import RolloutRecord
-from skillopt.store.run import RunStore
+from skillopt.store.run import RunStore, raw_log_file
 from skillopt.traces.events import (
     ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent, parse_event,
 )
@@ -72,7 +72,7 @@ def _print_rollout(store: RunStore, rec: RolloutRecord, raw: bool, limit: int | 
             if line.strip():
                 out.print(format_event(parse_event(line), limit), markup=False)
     if raw:
-        raw_path = path.with_name(path.name.removesuffix(".jsonl") + ".raw.log") if path else None
+        raw_path = store.root / raw_log_file(rec.trace_file) if rec.trace_file else None
         out.print("-- native log", markup=False)
         out.print(_raw(raw_path, limit), markup=False)
     out.print("", markup=False)

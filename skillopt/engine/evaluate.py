@@ -6,16 +6,16 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillopt.benchmarks.base import Benchmark
 from skillopt.config import RunConfig, redacted
 from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.run import (
-    _harness, _limits, load_benchmark, make_models, resolve_specs, rollout_salt, token_capture,
+    Specs, _harness, _limits, make_models, open_benchmark, resolve_specs, rollout_salt, token_capture,
 )
 from skillopt.models import Budget, Meter, ProviderEnv
 from skillopt.store.index import RunIndex
-from skillopt.store.files import atomic_write_text
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore, new_run_id
@@ -31,7 +31,12 @@ class EvalResult:
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
                    listeners: list[Listener]) -> EvalResult:
     specs = resolve_specs(cfg, env, need_optimizer=False)
-    benchmark = load_benchmark(cfg)
+    with open_benchmark(cfg) as benchmark:
+        return _evaluate(cfg, ref, split, runs_dir, env, listeners, specs, benchmark)
+
+
+def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
+              listeners: list[Listener], specs: Specs, benchmark: Benchmark) -> EvalResult:
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     store = RunStore.create(runs_dir, cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
@@ -75,10 +80,7 @@ def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], v
         if rec.key not in own:
             rec = rec.model_copy(update={"version": version})
             if rec.trace_file and ref.run is not None:
-                trace = ref.run.root / rec.trace_file
-                for src in (trace, trace.with_name(trace.stem + ".raw.log")):
-                    if src.is_file():
-                        atomic_write_text(store.root / src.relative_to(ref.run.root), src.read_text())
+                store.copy_trace(ref.run, rec.trace_file)
             store.append_rollout(rec)
         out.append(rec)
     return out

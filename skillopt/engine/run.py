@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +51,20 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     return Specs(target, optimizer)
 
 
-def load_benchmark(cfg: RunConfig) -> Benchmark:
-    """The benchmark, checked before any rollout (e.g. a Docker engine for swebench)."""
+@contextmanager
+def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
+    """The benchmark, checked before any rollout (e.g. a Docker engine for swebench) and released
+    after the last (containers, clients); benchmarks without `preflight` / `close` need neither."""
     benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
     preflight = getattr(benchmark, "preflight", None)
     if callable(preflight):
         preflight()
-    return benchmark
+    try:
+        yield benchmark
+    finally:
+        close = getattr(benchmark, "close", None)
+        if callable(close):
+            close()
 
 
 def seed_skill(cfg: RunConfig) -> Skill:
@@ -99,18 +107,8 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
           resume: str | None = None) -> RunSummary:
     """Run (or resume) a training run. Returns the summary; budget stops are clean, not errors."""
     specs = resolve_specs(cfg, env)
-    benchmark = load_benchmark(cfg)
-    try:
+    with open_benchmark(cfg) as benchmark:
         return _train(cfg, runs_dir, env, listeners, resume, specs, benchmark)
-    finally:
-        close_benchmark(benchmark)
-
-
-def close_benchmark(benchmark: Benchmark) -> None:
-    """Release what a benchmark holds (containers, clients); benchmarks without `close` hold nothing."""
-    close = getattr(benchmark, "close", None)
-    if callable(close):
-        close()
 
 
 def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Listener], resume: str | None,

@@ -327,8 +327,9 @@ class LocalServer:
         self.port = port or 0
         self.slots = slots or self.model.slots
         self.ctx_per_slot = ctx_per_slot or self.model.ctx_per_slot
-        self.threads = threads or cpu_threads()[0]
-        self.batch_threads = max(self.threads, cpu_threads()[1])
+        generation, prompt = cpu_threads()
+        self.threads = threads or generation
+        self.batch_threads = max(self.threads, prompt)
         self.cache_dir = cache_dir or default_cache_dir()
         self.startup_timeout_s = startup_timeout_s
         self.owner_pid = os.getpid()

@@ -31,6 +31,11 @@ def new_run_id(benchmark: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}-{secrets.token_hex(2)}"
 
 
+def raw_log_file(trace_file: str) -> str:
+    """Where the native log of a rollout lies, beside its normalized trace (both run-relative)."""
+    return trace_file.removesuffix(".jsonl") + ".raw.log"
+
+
 class RunStore:
     """Reads and writes one run directory. Versions are kept in memory and in skills/index.jsonl."""
 
@@ -111,13 +116,18 @@ class RunStore:
         append_jsonl(self.root / "rollouts.jsonl", rec)
 
     def write_trace(self, task_id: str, key: str, events: list[TraceEvent], raw_log: str | None) -> str:
-        folder = self.root / "traces" / safe_name(task_id)
         rel = f"traces/{safe_name(task_id)}/{key[:16]}.jsonl"
         lines = "".join(e.model_dump_json() + "\n" for e in events)
         atomic_write_text(self.root / rel, lines)
         if raw_log:
-            atomic_write_text(folder / f"{key[:16]}.raw.log", raw_log)
+            atomic_write_text(self.root / raw_log_file(rel), raw_log)
         return rel
+
+    def copy_trace(self, source: RunStore, trace_file: str) -> None:
+        """A rollout's trace (and native log) from another run, under the same relative path."""
+        for rel in (trace_file, raw_log_file(trace_file)):
+            if (source.root / rel).is_file():
+                atomic_write_text(self.root / rel, (source.root / rel).read_text(encoding="utf-8"))
 
     # steps, metrics, state, summary -------------------------------------------------------------
     def step_dir(self, step: int) -> Path:
