@@ -18,6 +18,7 @@ pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed")
 pytestmark = pytest.mark.slow
 
 SMOL = "local:smollm2-135m"
+MAX_OUT = 64
 
 
 def _descendants(pid: int) -> set[int]:
@@ -125,8 +126,8 @@ def test_agent_training_step_on_the_local_model(tmp_path, harness):
         args = ["run", "--benchmark", str(data), "--harness", harness, "--harness-mode", "cli",
                 "--target_model", SMOL, "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
                 "--run-id", "agent", "--epochs", "1", "--train-size", "1", "--val-size", "1", "--test-size", "1",
-                "--batch-size", "1", "--set", "train.consolidate=false", "--set", "limits.timeout_s=90",
-                "--set", "harness_options.max_output_tokens=256", *tools]
+                "--batch-size", "1", "--set", "train.consolidate=false", "--set", "limits.timeout_s=180",
+                "--set", f"harness_options.max_output_tokens={MAX_OUT}", *tools]
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "agent"
@@ -135,13 +136,18 @@ def test_agent_training_step_on_the_local_model(tmp_path, harness):
     assert (run / "steps" / "0001" / "gate.json").exists(), "no candidate was gated"
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) >= 4  # baseline val, train, candidate val, test
-    # a 135M model may ramble past the output cap (Claude Code then ends with an error, recorded
-    # on the rollout); most rollouts must be real answers to the agent's own (long) prompt
-    answered = [x for x in rollouts if not x["error"] and x["output"].strip() and x["input_tokens"] > 1000]
-    assert len(answered) >= len(rollouts) // 2, [x["error"] for x in rollouts]
-    for rec in answered:
+    # every rollout reached the model through the agent's own (long) prompt and got text back; a 135M
+    # model may ramble past the output cap, which the agent reports as an error of the rollout (Claude
+    # Code first retries up to 3 times); a timeout or a harness failure would be a bug
+    for rec in rollouts:
         events = [json.loads(x) for x in (run / rec["trace_file"]).read_text().splitlines()]
-        assert any(e["type"] == "message" and e["role"] == "assistant" for e in events)
+        assert any(e["type"] == "message" and e["role"] == "assistant" and e["text"].strip() for e in events), rec
+        assert rec["input_tokens"] > 1000, rec
+        # every reply kept to the cap: Claude Code sends it; Codex sends none, the local server applies it
+        turns = sum(e.get("turns") or 0 for e in events if e["type"] == "usage")
+        assert 0 < rec["output_tokens"] <= MAX_OUT * turns, (rec["output_tokens"], turns)
+        assert rec["error"] is None or f"{MAX_OUT} output token" in rec["error"] or "max_output" in rec["error"], \
+            rec["error"]
     if harness == "claude-code":  # the skill was discovered natively: listed in Claude Code's init event
         init = json.loads((run / rollouts[0]["trace_file"]).with_suffix(".raw.log").read_text().splitlines()[0])
         assert "task-solver" in init["skills"]

@@ -261,7 +261,7 @@ def test_serve_command_moves_off_a_busy_port_and_stops_on_ctrl_c(cache):
 def test_cli_serve_answers_anthropic_messages_and_responses(cache):
     """`skillopt models serve` (the real CLI) prints a base URL that other tools can use as-is."""
     env = {**os.environ, "SKILLOPT_CACHE_DIR": str(cache.parent), "COLUMNS": "200", "NO_COLOR": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "skillopt", "models", "serve", "smollm2-135m"],
+    proc = subprocess.Popen([sys.executable, "-m", "skillopt", "models", "serve", "smollm2-135m", "--reply-tokens", "12"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         base = proc.stdout.readline().strip()
@@ -274,6 +274,14 @@ def test_cli_serve_answers_anthropic_messages_and_responses(cache):
             "model": "any", "input": "Say hello.", "max_output_tokens": 16}).json()
         texts = [c["text"] for item in resp["output"] if item["type"] == "message" for c in item["content"]]
         assert resp["object"] == "response" and any(t.strip() for t in texts)
+        # a request without a cap (as Codex sends them) stops at --reply-tokens; one with a cap keeps it
+        story = "Write a long story about a dragon, at least 300 words."
+        uncapped = httpx.post(f"{base}/responses", timeout=120, json={"model": "any", "input": story,
+                                                                       "temperature": 0}).json()
+        assert 0 < uncapped["usage"]["output_tokens"] <= 12
+        capped = httpx.post(f"{base}/messages", timeout=120, json={
+            "model": "any", "max_tokens": 40, "temperature": 0, "messages": [{"role": "user", "content": story}]}).json()
+        assert capped["usage"]["output_tokens"] > 12
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
     finally:

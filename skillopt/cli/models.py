@@ -40,10 +40,13 @@ def pull(name: str = typer.Argument("qwen2.5-coder-0.5b"),
 @models_app.command("serve", help="Serve a local model on 127.0.0.1 for other tools (OpenAI chat, "
                                   "Anthropic messages, Responses).\n\nExample: skillopt models serve qwen2.5-coder-0.5b")
 def serve(name: str = typer.Argument("qwen2.5-coder-0.5b"),
-          port: int = typer.Option(0, "--port", help="0 picks a free port.")) -> None:
+          port: int = typer.Option(0, "--port", help="0 picks a free port."),
+          reply_tokens: int = typer.Option(0, "--reply-tokens", min=0,
+                                           help="Reply length for requests that set no max tokens "
+                                                "(Codex sends none); 0: the model's default.")) -> None:
     from skillopt.models.local import LocalServer
 
-    server = LocalServer(name, port=port or None)
+    server = LocalServer(name, port=port or None, reply_tokens=reply_tokens or None)
     server.start()
     out.print(f"{server.base_url}/v1")
     out.print(f"serving {name}; Ctrl-C to stop", style="dim")

@@ -70,7 +70,9 @@ class AgentOptions(BaseModel):
     sandbox: Literal["read-only", "workspace-write", "danger-full-access"] = "danger-full-access"  # codex
     max_turns: int | None = None
     timeout_s: float | None = None
-    max_output_tokens: int | None = None  # per model reply; default max(limits.max_tokens, 8192)
+    # per model reply; default max(limits.max_tokens, 8192). Codex has no such setting: it is applied
+    # only to a local target (its server's cap for requests without one)
+    max_output_tokens: int | None = None
     reasoning_effort: str | None = None  # claude: --effort; codex: model_reasoning_effort
     max_processes: int = 4  # agent processes running at once in this Python process
     max_retries: int = 2  # the agent's own retries of a failed model request
@@ -121,17 +123,19 @@ DUMMY_KEY = "sk-skillopt-no-key"
 AZURE_RESPONSES_VERSION = "2025-04-01-preview"
 
 
-def endpoint(target: ModelSpec, env: ProviderEnv, api: Literal["messages", "responses"]) -> Endpoint:
+def endpoint(target: ModelSpec, env: ProviderEnv, api: Literal["messages", "responses"],
+             reply_tokens: int | None = None) -> Endpoint:
     """The endpoint of a target for an agent that speaks `api`: direct, never through a translator.
 
     Anthropic Messages base URLs are given without `/v1` (Claude Code appends `/v1/messages`);
-    Responses base URLs end in `/v1` (Codex appends `/responses`).
+    Responses base URLs end in `/v1` (Codex appends `/responses`). `reply_tokens`: the reply cap a
+    local target's server applies to requests that set none (an agent that cannot set its own).
     """
     base = target.base_url
     if target.provider == "local":
         from skillopt.models.local import ensure_server  # lazy: only for local targets
 
-        base = ensure_server(target.model).base_url
+        base = ensure_server(target.model, reply_tokens=reply_tokens).base_url
     if api == "messages":
         if target.provider == "anthropic":
             url = base or env.anthropic_base_url

@@ -339,7 +339,7 @@ class CodexHarness(AgentHarness):
         home = agent_home(ws)
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        ep = endpoint(target, self.models.env, "responses")
+        ep = endpoint(target, self.models.env, "responses", reply_tokens=self.opts.max_output_tokens)
         (codex_home / "config.toml").write_text(codex_config(self.opts.model or target.model, ep, self.opts),
                                                 encoding="utf-8")
         env = child_env(home, dict(os.environ), CODEX_HOME=str(codex_home), **{KEY_VAR: ep.api_key}, **self.opts.env)

