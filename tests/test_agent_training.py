@@ -53,6 +53,11 @@ def test_one_training_step_with_a_real_agent(tmp_path, harness, spec, mode):
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "agent"
+    # the agent's prompts name its working folder: ~10 rollouts, 2 at a time, take turns on 2 folders,
+    # so the prompt prefix repeats and a model server's prefix cache carries over between rollouts
+    folders = {m for q in srv.requests if q.api in ("messages", "responses")
+               for m in re.findall(r"runs/agent/work/([\w.-]+)", json.dumps(q.body))}
+    assert 1 <= len(folders) <= 2, folders
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 1 and summary["status"] == "finished"
     assert summary["scores"]["seed"]["val"]["hard"] == 0.0 and summary["scores"]["best"]["val"]["hard"] == 1.0

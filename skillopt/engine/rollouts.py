@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,9 +29,38 @@ def rollout_key(skill_sha: str, task: Task, harness: str, target: ModelSpec, tri
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+class Lanes:
+    """Workspace names, one per rollout running at once, handed out lowest first and taken again.
+
+    An agent writes its working directory into its system prompt (Claude Code does); on a fixed path
+    the next rollout sends the same prompt prefix, and the model server's prefix cache (llama.cpp,
+    vLLM, the providers' prompt caching) carries over instead of ending at the path. A lane whose
+    agent may still be running (the outer timeout fired) is retired, never reused.
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self._free: list[int] = []
+        self._next = 0
+
+    def take(self) -> int:
+        if self._free:
+            return heapq.heappop(self._free)
+        self._next += 1
+        return self._next - 1
+
+    def give(self, lane: int) -> None:
+        heapq.heappush(self._free, lane)
+
+    def name(self, lane: int) -> str:
+        return f"{self.prefix}-{lane}"
+
+
 class RolloutRunner:
     """Runs (skill, task, trial) rollouts; each finished rollout is appended to rollouts.jsonl
     before anything else happens, so an interrupted run never pays for it again."""
+
+    grace_s = 30.0  # past the rollout timeout, before a harness that did not return is given up
 
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
                  limits: Limits, meter: Meter, emit: Emitter, concurrency: int, salt: str,
@@ -40,6 +71,7 @@ class RolloutRunner:
         self.salt = salt
         self.summary_tokens = summary_tokens
         self._sem = asyncio.Semaphore(max(1, concurrency))
+        self._lanes = Lanes(f"lane-{os.getpid()}")  # two processes on one run never share a folder
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
         self.cache_hits = 0
 
@@ -77,9 +109,15 @@ class RolloutRunner:
         target = self.target
         if self.capture is not None:  # route this rollout through its own recording-proxy URL
             target = await asyncio.to_thread(self.capture.target_for, self.target, key)
-        with workspace(task, skill, self.benchmark, skill_dir, root=self.store.root / "work") as ws:
-            rollout = await self._guarded_run(task, skill, ws, target)
-            score = await self.benchmark.score(task, rollout.output, ws)
+        lane, reusable = self._lanes.take(), False
+        try:
+            with workspace(task, skill, self.benchmark, skill_dir, root=self.store.root / "work",
+                           name=self._lanes.name(lane)) as ws:
+                rollout, reusable = await self._guarded_run(task, skill, ws, target)
+                score = await self.benchmark.score(task, rollout.output, ws)
+        finally:
+            if reusable:
+                self._lanes.give(lane)
         if self.capture is not None:
             res = await self.capture.collect(key, task.id, reward=score.soft, version=version,
                                              resolved=score.hard >= 1, trial=trial, split=split,
@@ -97,10 +135,11 @@ class RolloutRunner:
             trace_file=trace_file,
         )
 
-    async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> Rollout:
-        """The harness contract says it never raises for agent failure; enforce the timeout too."""
+    async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
+        """The harness contract says it never raises for agent failure; enforce the timeout too.
+        Also says whether the harness returned (else its agent may still be at work in `ws`)."""
         try:
             return await asyncio.wait_for(
-                self.harness.run(task, skill, ws, target, self.limits), self.limits.timeout_s + 30)
+                self.harness.run(task, skill, ws, target, self.limits), self.limits.timeout_s + self.grace_s), True
         except asyncio.TimeoutError:
-            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s")
+            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s"), False

@@ -23,11 +23,20 @@ def write_skill(ws: Path, skill: Skill, skill_dir: str | None) -> Path | None:
 
 @contextmanager
 def workspace(task: Task, skill: Skill, benchmark: Benchmark, skill_dir: str | None,
-              root: Path | None = None, keep: bool = False):
-    """A fresh folder holding what the agent may see: the skill, the task's files. Never hidden data."""
+              root: Path | None = None, keep: bool = False, name: str | None = None):
+    """A fresh folder holding what the agent may see: the skill, the task's files. Never hidden data.
+
+    `name`: that folder under `root`, emptied first (rollouts that take turns on one name see the same
+    path); else a new temporary name.
+    """
     if root is not None:
         root.mkdir(parents=True, exist_ok=True)
-    ws = Path(tempfile.mkdtemp(prefix="ws-", dir=root))
+    if name is not None and root is not None:
+        ws = root / name
+        shutil.rmtree(ws, ignore_errors=True)  # what an interrupted rollout left
+        ws.mkdir()
+    else:
+        ws = Path(tempfile.mkdtemp(prefix="ws-", dir=root))
     try:
         for rel, content in task.files.items():
             p = ws / rel
