@@ -38,6 +38,8 @@ class FolderHarness:
 
 def test_rollouts_take_turns_on_fixed_folders_and_retire_a_hung_one(tmp_path):
     store = RunStore.create(tmp_path / "runs", "lanes")
+    dead = next(p for p in range(4_000_000, 4_100_000) if not Path(f"/proc/{p}").exists())
+    (store.root / "work" / f"lane-{dead}-0" / "src").mkdir(parents=True)  # what a killed run left
     harness = FolderHarness()
     runner = RolloutRunner(store, harness, get_benchmark(SAMPLE), parse_model_spec("openai:gpt-5-mini"),
                            Limits(timeout_s=0.1), Meter(), Emitter(), concurrency=2, salt="s")
@@ -60,5 +62,6 @@ def test_rollouts_take_turns_on_fixed_folders_and_retire_a_hung_one(tmp_path):
     for task_id, _, found in harness.seen:  # each starts from a clean folder: the skill and task, no leftovers
         assert ".claude/skills/solver/SKILL.md" in found and not any(f.startswith("left-by-") for f in found), \
             (task_id, found)
+    assert not (store.root / "work" / f"lane-{dead}-0").exists()
     recs = {r.task_id: r for r in store.rollouts()}
     assert "timed out" in (recs["hang-1"].error or "") and all(recs[t.id].error is None for t in later)

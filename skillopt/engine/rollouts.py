@@ -7,6 +7,7 @@ import hashlib
 import heapq
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,6 +57,14 @@ class Lanes:
         return f"{self.prefix}-{lane}"
 
 
+def _clear_dead_lanes(work: Path) -> None:
+    """Remove the lanes a process that no longer runs left behind (a crash, a kill -9)."""
+    for lane in work.glob("lane-*-*"):
+        pid = lane.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(lane, ignore_errors=True)
+
+
 class RolloutRunner:
     """Runs (skill, task, trial) rollouts; each finished rollout is appended to rollouts.jsonl
     before anything else happens, so an interrupted run never pays for it again."""
@@ -72,6 +81,7 @@ class RolloutRunner:
         self.summary_tokens = summary_tokens
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._lanes = Lanes(f"lane-{os.getpid()}")  # two processes on one run never share a folder
+        _clear_dead_lanes(store.root / "work")
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
         self.cache_hits = 0
 
