@@ -40,11 +40,11 @@ def test_rollouts_take_turns_on_fixed_folders_and_retire_a_hung_one(tmp_path):
     store = RunStore.create(tmp_path / "runs", "lanes")
     dead = next(p for p in range(4_000_000, 4_100_000) if not Path(f"/proc/{p}").exists())
     (store.root / "work" / f"lane-{dead}-0" / "src").mkdir(parents=True)  # what a killed run left
-    harness = FolderHarness()
-    runner = RolloutRunner(store, harness, get_benchmark(SAMPLE), parse_model_spec("openai:gpt-5-mini"),
+    harness, benchmark = FolderHarness(), get_benchmark(SAMPLE)
+    runner = RolloutRunner(store, harness, benchmark, parse_model_spec("openai:gpt-5-mini"),
                            Limits(timeout_s=0.1), Meter(), Emitter(), concurrency=2, salt="s")
     runner.grace_s = 0.2
-    tasks = list(get_benchmark(SAMPLE).tasks("train")) + list(get_benchmark(SAMPLE).tasks("val"))
+    tasks = list(benchmark.tasks("train")) + list(benchmark.tasks("val"))
     first, later = tasks[:6], tasks[6:8]
     hang = first[0].model_copy(update={"id": "hang-1"})
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
+from skillopt.harness.agent_common import pid_alive
 from skillopt.harness.base import Harness, Limits, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.meter import Meter
@@ -39,8 +40,8 @@ class Lanes:
     agent may still be running (the outer timeout fired) is retired, never reused.
     """
 
-    def __init__(self, prefix: str):
-        self.prefix = prefix
+    def __init__(self, work: Path, pid: int):
+        self.work, self.pid = work, pid  # the pid in the names: two processes on one run never share one
         self._free: list[int] = []
         self._next = 0
 
@@ -54,15 +55,14 @@ class Lanes:
         heapq.heappush(self._free, lane)
 
     def name(self, lane: int) -> str:
-        return f"{self.prefix}-{lane}"
+        return f"lane-{self.pid}-{lane}"
 
-
-def _clear_dead_lanes(work: Path) -> None:
-    """Remove the lanes a process that no longer runs left behind (a crash, a kill -9)."""
-    for lane in work.glob("lane-*-*"):
-        pid = lane.name.split("-")[1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(lane, ignore_errors=True)
+    def clear_dead(self) -> None:
+        """Remove the lanes a process that no longer runs left behind (a crash, a kill -9)."""
+        for folder in self.work.glob("lane-*-*"):
+            pid = folder.name.split("-")[1]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 class RolloutRunner:
@@ -80,8 +80,8 @@ class RolloutRunner:
         self.salt = salt
         self.summary_tokens = summary_tokens
         self._sem = asyncio.Semaphore(max(1, concurrency))
-        self._lanes = Lanes(f"lane-{os.getpid()}")  # two processes on one run never share a folder
-        _clear_dead_lanes(store.root / "work")
+        self._lanes = Lanes(store.root / "work", os.getpid())
+        self._lanes.clear_dead()
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
         self.cache_hits = 0
 
@@ -121,7 +121,7 @@ class RolloutRunner:
             target = await asyncio.to_thread(self.capture.target_for, self.target, key)
         lane, reusable = self._lanes.take(), False
         try:
-            with workspace(task, skill, self.benchmark, skill_dir, root=self.store.root / "work",
+            with workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
                            name=self._lanes.name(lane)) as ws:
                 rollout, reusable = await self._guarded_run(task, skill, ws, target)
                 score = await self.benchmark.score(task, rollout.output, ws)

@@ -453,14 +453,15 @@ def kill_tree(pid: int | None, grace_s: float = 1.0) -> None:
     if grace_s > 0:
         _signal_tree(tree, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_alive(p) for p in tree):
+        while time.monotonic() < deadline and any(pid_alive(p) for p in tree):
             time.sleep(0.05)
-    if _alive(pid):
+    if pid_alive(pid):
         tree.update(_tree(pid))
     _signal_tree(tree, signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):
