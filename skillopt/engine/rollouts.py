@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.harness.agent_common import pid_alive
 from skillopt.harness.base import Harness, Limits, Rollout
@@ -82,12 +82,28 @@ class RolloutRunner:
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._lanes = Lanes(store.root / "work", os.getpid())
         self._lanes.clear_dead()
-        self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
+        # errored rollouts (infrastructure failures) are on disk as spent calls, never as results
+        self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts() if not r.errored}
         self.cache_hits = 0
+        self.executed = 0  # rollouts run by this process (cache hits excluded)
+        self.last_error: str | None = None  # of the last errored rollout
 
     async def run_many(self, skill: Skill, version: int, tasks: Sequence[Task], split: str,
-                       trials: int = 1) -> list[RolloutRecord]:
-        jobs = [self.run_one(skill, version, t, split, k) for t in tasks for k in range(trials)]
+                       trials: int = 1, retries: int = 0, first_trial: int = 0) -> list[RolloutRecord]:
+        """Every (task, trial) rollout, in order. Errored ones (infrastructure) are run again, up to
+        `retries` more times, after the others; what still errored comes back errored."""
+        records = await self._gather([(t, first_trial + k) for t in tasks for k in range(trials)], skill, version, split)
+        for _ in range(retries):
+            again = [i for i, r in enumerate(records) if r.errored]
+            if not again:
+                break
+            redo = await self._gather([(tasks[i // trials], first_trial + i % trials) for i in again], skill, version, split)
+            for i, r in zip(again, redo):
+                records[i] = r
+        return records
+
+    async def _gather(self, jobs_: list[tuple[Task, int]], skill: Skill, version: int, split: str) -> list[RolloutRecord]:
+        jobs = [self.run_one(skill, version, t, split, k) for t, k in jobs_]
         # In-flight rollouts finish and are saved even when the budget runs out meanwhile.
         results = await asyncio.gather(*jobs, return_exceptions=True)
         for r in results:
@@ -107,8 +123,12 @@ class RolloutRunner:
                 return self.cache[key]
             self.meter.check()  # a safe point: nothing is in flight for this rollout yet
             self.meter.count_rollout()
+            self.executed += 1
             rec = await self._execute(skill, version, task, split, trial, key)
-        self.cache[key] = rec
+        if not rec.errored:  # an infrastructure failure is retried when asked for again
+            self.cache[key] = rec
+        else:
+            self.last_error = rec.error
         self.store.append_rollout(rec)
         self.emit(RolloutDone(rec, cached=False))
         return rec
@@ -124,7 +144,10 @@ class RolloutRunner:
             with workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
                            name=self._lanes.name(lane)) as ws:
                 rollout, reusable = await self._guarded_run(task, skill, ws, target)
-                score = await self.benchmark.score(task, rollout.output, ws)
+                if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded
+                    score = Score(hard=0.0, soft=0.0, feedback=f"not scored: {rollout.error}")
+                else:
+                    score = await self.benchmark.score(task, rollout.output, ws)
         finally:
             if reusable:
                 self._lanes.give(lane)
@@ -142,7 +165,7 @@ class RolloutRunner:
             patch=rollout.output.patch, summary=summarize(rollout.trace, rollout.error, self.summary_tokens),
             input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
-            trace_file=trace_file,
+            error_kind=rollout.error_kind, trace_file=trace_file,
         )
 
     async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
@@ -152,4 +175,5 @@ class RolloutRunner:
             return await asyncio.wait_for(
                 self.harness.run(task, skill, ws, target, self.limits), self.limits.timeout_s + self.grace_s), True
         except asyncio.TimeoutError:
-            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s"), False
+            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s",
+                           error_kind="agent"), False
