@@ -13,6 +13,7 @@ from skillopt.config import PRESETS, load_yaml, parse_override, resolve_config
 from skillopt.models.types import ProviderEnv
 
 LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
+LOCAL_OPTIMIZER = "local:qwen2.5-coder-1.5b"
 
 
 def default_models(env: ProviderEnv) -> tuple[str, str, str | None]:
@@ -22,7 +23,8 @@ def default_models(env: ProviderEnv) -> tuple[str, str, str | None]:
     if env.anthropic_api_key:
         return ("anthropic:claude-haiku-4-5", "anthropic:claude-sonnet-4-5",
                 "no model given: using anthropic:claude-haiku-4-5 (target) and anthropic:claude-sonnet-4-5 (optimizer)")
-    return LOCAL_DEFAULT, LOCAL_DEFAULT, f"no API key set: using the embedded local model {LOCAL_DEFAULT} as target and optimizer"
+    return (LOCAL_DEFAULT, LOCAL_OPTIMIZER,
+            f"no API key set: using the embedded local models {LOCAL_DEFAULT} (target) and {LOCAL_OPTIMIZER} (optimizer)")
 
 
 def _flags(**values: Any) -> dict[str, Any]:
