@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from skillopt.benchmarks.environment import task_container
 from skillopt.benchmarks.swe_docker_grading import apply_commands, eval_script, evaluate, grading_spec, image_name
 from skillopt.benchmarks.swebench_docker import ENV_NOTE, SWEBenchDocker, load_rows
 from skillopt.errors import BadInput
+from tests.swe_docker import DATASET, IDS, images, needs_docker, owned_by
 
 pytest.importorskip("swebench", reason="the swe extra (swebench) is not installed: pip install 'skillopt[swe]'")
 
@@ -331,30 +333,23 @@ def test_no_docker_engine_fails_in_the_factory_with_one_line(monkeypatch):
 # ---------------------------------------------------------------- a real engine, when there is one
 
 
-def _engine_or_reason() -> str | None:
-    try:
-        import docker
-
-        docker.from_env(timeout=5).ping()
-        return None
-    except Exception as e:
-        return f"no Docker engine here ({type(e).__name__}): the container path is checked only where Docker runs"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_engine_or_reason() is not None, reason=_engine_or_reason() or "")
-def test_a_real_swebench_instance_gold_resolves_and_empty_does_not(tmp_path):
-    """Needs Docker and the network (hub data set, instance image): SKILLOPT_SWEBENCH_INSTANCE picks one."""
+@needs_docker
+def test_a_real_instance_gold_resolves_empty_does_not_and_the_host_workspace_is_its_testbed(tmp_path):
+    """A locally built image (tests.swe_docker); SKILLOPT_SWEBENCH_INSTANCE=<id> checks a hub instance
+    instead (that needs the network: the data set and its official image)."""
     import os
 
-    iid = os.environ.get("SKILLOPT_SWEBENCH_INSTANCE", "astropy__astropy-12907")
-    try:
-        bench = bm.get_benchmark("swebench", dataset="verified", instance_ids=iid)
-        task = bench.tasks("all")[0]
-    except BadInput as e:
-        pytest.skip(f"the SWE-bench data set cannot be loaded here: {e}")
     from skillopt.benchmarks.swe_grading import instance_of
 
+    hub = os.environ.get("SKILLOPT_SWEBENCH_INSTANCE")
+    if hub:
+        bench = bm.get_benchmark("swebench", dataset="verified", instance_ids=hub, agent_in_container=False)
+    else:
+        images(IDS[:1])
+        bench = bm.get_benchmark("swebench", dataset=DATASET, instance_ids=IDS[0], agent_in_container=False)
+    bench.preflight()
+    task = bench.tasks("all")[0]
     gold = bench.grade(task, instance_of(task).patch, log_dir=tmp_path / "gold")
     assert gold.resolved, gold.score.feedback
     assert not bench.grade(task, "").resolved
@@ -362,5 +357,9 @@ def test_a_real_swebench_instance_gold_resolves_and_empty_does_not(tmp_path):
     ws.mkdir()
     bench.prepare(task, ws)
     assert (ws / ".git").is_dir() and Path(ws / ".skillopt" / "env").is_file()
+    out = subprocess.run([str(ws / ".skillopt" / "env"), "git status --porcelain | wc -l; ls -A"], capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    assert out[0] == "0" and set(out[1:]) == {p.name for p in ws.iterdir()}  # the container sees the workspace
     bench.release(ws)
     bench.close()
+    assert owned_by(os.getpid()) == []

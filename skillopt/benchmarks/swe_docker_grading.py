@@ -7,7 +7,7 @@ under a timeout. The eval script checks out the test files at the base commit, a
 test patch, runs the tests between SWE-bench's markers and resets the test files. The log is graded
 with swebench's parser (`log_parser`) and report rules (`swe_grading.grade_log`). The container is
 removed on every way out. Files per grading: `patch.diff`, `eval.sh`, `test_output.txt`,
-`report.json` in `log_dir`.
+`report.json` in `log_dir` (an empty patch runs nothing: `patch.diff` and `report.json`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,12 @@ def evaluate(docker: Docker, inst: SweInstance, patch: str, limits: ContainerLim
     runs nothing, as in SWE-bench, unless `run_empty` (to check that an instance's tests fail)."""
     t0 = time.monotonic()
     if not patch.strip() and not run_empty:
-        return GradeReport(instance_id=inst.instance_id, empty_patch=True)
+        report = GradeReport(instance_id=inst.instance_id, empty_patch=True)
+        if log_dir is not None:  # nothing runs, but the grading is on record like any other
+            log_dir.mkdir(parents=True, exist_ok=True)
+            (log_dir / "patch.diff").write_text(patch, encoding="utf-8")
+            (log_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+        return report
     container = None
     steps: list[str] = []
     try:
