@@ -241,3 +241,56 @@ def test_token_capture_from_inside_the_container(tmp_path):
     assert (run / "tokens" / f"stream_{IDS[0]}.jsonl").stat().st_size > 0
     assert (run / "tokens" / f"dataset-{IDS[0]}").is_dir()
     assert any(s.token_ids for s in vllm.sent)  # Claude Code, in the container, called vLLM through the proxy
+
+
+def test_ctrl_c_mid_rollout_leaves_no_container(tmp_path):
+    pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
+    agent = Agent(hold=True)
+    with FakeModelServer(agent) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "skillopt", *run_args("claude-code", srv, "interrupted")],
+                                cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert agent.held.wait(300), "the agent never called the model"
+            assert owned_by(proc.pid), "no container while the agent works"
+            proc.send_signal(signal.SIGINT)
+            agent.release.set()
+            proc.wait(120)
+        finally:
+            agent.release.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert owned_by(proc.pid) == [] and containers("skillopt.run=interrupted") == []
+
+
+async def test_a_rollout_that_times_out_removes_its_container(tmp_path):
+    """The harness's timeout ends the agent inside the container, and the container goes with it."""
+    pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.harness.base import Limits
+    from skillopt.harness.registry import HarnessContext, make_harness
+    from skillopt.harness.workspace import write_skill
+    from skillopt.models import Models, ProviderEnv
+    from skillopt.models.spec import parse_model_spec
+    from skillopt.skill import Skill
+
+    bench = get_benchmark("swebench", dataset=DATASET, instance_ids=IDS[0])
+    task = bench.tasks("all")[0]
+    skill = Skill.parse("---\nname: fixer\ndescription: Fix bugs.\n---\n# Fixer\nFix it.\n")
+    harness = make_harness("claude-code", HarnessContext(models=Models(env=ProviderEnv()), options={"mode": "cli"}))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    bench.prepare(task, ws)
+    write_skill(ws, skill, harness.skill_dir)
+
+    def slow(req: FakeRequest) -> FakeReply:
+        if req.tools and not req.tool_results:
+            return FakeReply(tool_calls=(shell_call(req, "python3 -c 'import time; time.sleep(600)'"),))
+        return FakeReply(text="Done.")
+
+    with FakeModelServer(slow) as srv:
+        rollout = await harness.run(task, skill, ws, parse_model_spec(f"anthropic:fake@{srv.base_url}"),
+                                    Limits(timeout_s=15))
+    assert rollout.error and "timed out" in rollout.error
+    assert owned_by(os.getpid()) == []
+    bench.close()

@@ -75,7 +75,7 @@ def eval_script_for(inst: SweInstance) -> str:
     run = " ".join(x for x in (env, shlex.join(cmd + inst.directives)) if x)
     reset = f"git checkout {inst.base_commit} {' '.join(shlex.quote(t) for t in tests)}"
     return "\n".join([
-        "#!/bin/bash", "set -uxo pipefail", f"cd {WORKDIR}", "git status", reset,
+        "#!/bin/bash", "set -uxo pipefail", f"cd {WORKDIR}", reset,
         f"git apply -v - <<'{HEREDOC}'", inst.test_patch.rstrip("\n"), HEREDOC,
         f": '{START_TEST_OUTPUT}'", run, f": '{END_TEST_OUTPUT}'", reset]) + "\n"
 

@@ -375,7 +375,8 @@ class AgentHarness:
             if binary is None:
                 raise FileNotFoundError(f"no {self.cli_name} binary: {self.install_hint}")
             async with process_slots(self.opts.max_processes):
-                place = await asyncio.to_thread(open_place, ws, coding, self.tools(binary), self.skill_dir)
+                place = await asyncio.to_thread(open_place, ws, coding, self.tools(binary), self.skill_dir,
+                                                self.opts.timeout(limits))
                 if getattr(place, "setup_error", None):
                     trace.add(ErrorEvent(t=trace.t(), message=place.setup_error))
                 env = place.agent_env(self.agent_env(ws, target, limits))

@@ -67,9 +67,10 @@ class HostPlace:
         pass
 
 
-def open_place(ws: Path, coding: bool, tools: list[str], skill_dir: str | None) -> Place:
+def open_place(ws: Path, coding: bool, tools: list[str], skill_dir: str | None, timeout_s: float) -> Place:
     """The task's container when the benchmark asked for one (started here), else the host.
-    `tools`: host folders the agent needs (its binary's), mounted read-only in a container."""
+    `tools`: host folders the agent needs (its binary's), mounted read-only in a container, which
+    stops on its own `timeout_s` + 5 minutes after it started, whatever happens to this process."""
     from skillopt.benchmarks.environment import task_container
 
     spec = task_container(ws)
@@ -77,6 +78,7 @@ def open_place(ws: Path, coding: bool, tools: list[str], skill_dir: str | None) 
         return HostPlace(ws, coding)
     from skillopt.harness.in_container import ContainerPlace
 
-    place = ContainerPlace(spec, Path(ws), tools, skill_dir)
+    place = ContainerPlace(spec.model_copy(update={"wall_s": min(spec.wall_s, timeout_s + 300)}), Path(ws), tools,
+                           skill_dir)
     place.open()
     return place
