@@ -377,7 +377,7 @@ class AgentHarness:
             async with process_slots(self.opts.max_processes):
                 place = await asyncio.to_thread(open_place, ws, coding, self.tools(binary), self.skill_dir,
                                                 self.opts.timeout(limits))
-                if getattr(place, "setup_error", None):
+                if place.setup_error:
                     trace.add(ErrorEvent(t=trace.t(), message=place.setup_error))
                 env = place.agent_env(self.agent_env(ws, target, limits))
                 run = AgentRun(ws, env, binary, trace, self.opts.timeout(limits), place=place)

@@ -66,6 +66,7 @@ class ContainerPlace:
     def __init__(self, spec: TaskContainer, ws: Path, tools: list[str], skill_dir: str | None):
         self.spec, self.ws, self.skill_dir = spec, Path(ws), skill_dir
         self.cwd = spec.workdir
+        self.setup_error: str | None = None
         self.tools = {str(Path(t).resolve()): f"{TOOLS}/{i}" for i, t in enumerate(dict.fromkeys(tools))}
         self.home = (self.ws / ".home").resolve()
         self.docker: Docker | None = None

@@ -7,7 +7,8 @@ An agent harness builds its agent's command and environment in host terms (the w
 - `agent_env(env)`: the environment as the agent sees it (paths translated);
 - `command(argv, env)`: the command and environment of the process to start on this host;
 - `launcher_args(binary, args)`: the same for an SDK that starts the agent itself (see `Launcher`);
-- `stop()`: end whatever the agent left running there; `diff()`: the patch of a coding task.
+- `stop()`: end whatever the agent left running there; `diff()`: the patch of a coding task;
+  `close()`: give the place back (a container is removed).
 
 `open_place` picks the place: the task's container when the benchmark wrote one into the
 workspace (`benchmarks.environment.TaskContainer`), else the host. Only the harness uses it.
@@ -21,6 +22,7 @@ from typing import Protocol
 
 class Place(Protocol):
     cwd: str
+    setup_error: str | None  # a problem worth a trace event that did not stop the agent
 
     def agent_env(self, env: dict[str, str]) -> dict[str, str]: ...
 
