@@ -128,14 +128,18 @@ def test_one_step_with_the_agent_inside_the_instance_container(harness, tmp_path
     run = tmp_path / "runs" / "swe"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 1 and summary["status"] == "finished"
-    assert summary["scores"]["seed"]["val"]["hard"] == 0.0 and summary["scores"]["best"]["val"]["hard"] == 1.0
-    assert summary["scores"]["best"]["test"]["hard"] == 1.0
     rows = records(run)
     assert not [x for x in rows if x["error"]]
-    resolved = [x for x in rows if x["hard"] == 1.0]
-    assert resolved and all("resolved" in x["feedback"] and ".claude" not in x["patch"] and ".agents" not in x["patch"]
-                            for x in resolved)
-    assert all(not x["patch"] for x in rows if x["hard"] == 0.0)
+    # the seed has no rule: its rollouts change nothing; the step's candidate has it: its rollouts fix the bug
+    # (one validation task is too few for the gate to accept it; the gate is not what this test is about)
+    ruled = {int(p.stem[1:]) for p in (run / "skills").glob("v*.md") if RULE in p.read_text()}
+    assert ruled and {x["version"] for x in rows} >= ruled | {0}
+    for x in rows:
+        assert x["hard"] == (1.0 if x["version"] in ruled else 0.0), (x["version"], x["feedback"])
+        if x["hard"] == 1.0:
+            assert "resolved" in x["feedback"] and ".claude" not in x["patch"] and ".agents" not in x["patch"]
+        else:
+            assert not x["patch"]
     for x in rows:
         events = [json.loads(e) for e in (run / x["trace_file"]).read_text().splitlines()]
         texts = [e.get("text", "") + e.get("output", "") for e in events]
@@ -181,6 +185,7 @@ def test_kill_9_mid_rollout_then_resume_leaves_no_container_and_grades_nothing_t
     reports = list((run / "work" / "swe-logs").rglob("report.json"))
     assert len(reports) == len(rows), "a rollout was graded twice (or not at all)"
     assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+    assert [x for x in rows if x["hard"] == 1.0], "no patch was resolved"
 
 
 def test_agent_on_the_host_drives_the_container_shell(tmp_path):
@@ -294,3 +299,25 @@ async def test_a_rollout_that_times_out_removes_its_container(tmp_path):
     assert rollout.error and "timed out" in rollout.error
     assert owned_by(os.getpid()) == []
     bench.close()
+
+
+async def test_an_agent_container_that_cannot_start_is_an_infrastructure_error(tmp_path):
+    """No image: the rollout errors as infrastructure (retried later, never a score), nothing is left."""
+    pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
+    from skillopt.benchmarks.base import Task
+    from skillopt.benchmarks.environment import TaskContainer
+    from skillopt.harness.base import Limits
+    from skillopt.harness.registry import HarnessContext, make_harness
+    from skillopt.models import Models, ProviderEnv
+    from skillopt.models.spec import parse_model_spec
+    from skillopt.skill import Skill
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    TaskContainer(image="local/sweb.eval.x86_64.not-built:latest", instance="not-built").write(ws)
+    harness = make_harness("claude-code", HarnessContext(models=Models(env=ProviderEnv()), options={"mode": "cli"}))
+    skill = Skill.parse("---\nname: fixer\ndescription: Fix bugs.\n---\n# Fixer\nFix it.\n")
+    task = Task(id="not-built", kind="swe", prompt="Fix it.")
+    rollout = await harness.run(task, skill, ws, parse_model_spec("anthropic:fake@http://127.0.0.1:9"), Limits())
+    assert rollout.error_kind == "infra" and "not-built" in (rollout.error or ""), rollout.error
+    assert owned_by(os.getpid()) == []

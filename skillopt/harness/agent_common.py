@@ -198,7 +198,7 @@ def child_env(home: Path, inherited: dict[str, str], **values: str) -> dict[str,
 _INFRA = re.compile(
     r"API Error: (?:429|5\d\d)|API Error: Connection|overloaded|rate.?limit|ECONNREFUSED|ECONNRESET|"
     r"connection (?:error|refused|reset)|cannot reach|stream disconnected|Service Unavailable|Bad Gateway|"
-    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError)",
+    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError|SetupError)",
     re.IGNORECASE)
 
 

@@ -27,12 +27,12 @@ from skillopt.benchmarks.docker_engine import (
     ContainerLimits,
     ContainerSpec,
     Docker,
+    SetupError,
     container_name,
     docker_client,
     labels,
 )
 from skillopt.benchmarks.environment import TaskContainer
-from skillopt.errors import BadInput
 
 ROOT = "/skillopt"
 HOME = f"{ROOT}/home"
@@ -78,11 +78,20 @@ class ContainerPlace:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> None:
-        """Start the container, put the skill in, record the starting tree. Raises `BadInput` (no
-        engine, no docker CLI) or `SetupError` (no image, no container)."""
+        """Start the container, put the skill in, record the starting tree. Raises `SetupError` (no
+        engine or docker command line, no image, no container): an infrastructure failure of the
+        rollout, never the agent's."""
+        try:
+            self._open()
+        except SetupError:
+            raise
+        except Exception as e:  # BadInput (the engine went away), docker API errors
+            raise SetupError(f"the agent's container: {(str(e).splitlines() or [type(e).__name__])[0][:300]}") from None
+
+    def _open(self) -> None:
         if not self.cli:
-            raise BadInput("running the agent inside the task's container needs the docker command line "
-                           "(apt-get install docker.io, or Docker Desktop)")
+            raise SetupError("running the agent inside the task's container needs the docker command line "
+                             "(apt-get install docker.io, or Docker Desktop)")
         s = self.spec
         self.docker = Docker(docker_client(what="running the agent in the task's container"))
         self.home.mkdir(parents=True, exist_ok=True)
@@ -100,7 +109,7 @@ class ContainerPlace:
         code, out, _ = self.docker.exec(self.container, SETUP, 600, workdir=self.cwd)
         lines = out.strip().splitlines()
         if code != 0 or len(lines) < 2:
-            raise RuntimeError(f"could not prepare {self.cwd} in the container: {out.strip()[-300:]}")
+            raise SetupError(f"could not prepare {self.cwd} in the container: {out.strip()[-300:]}")
         self.base_tree, self.keeper = lines[-2].strip(), lines[-1].split()[0]
 
     def close(self) -> None:
