@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.base import Limits, Rollout, Usage
-from skillopt.harness.place import open_place
+from skillopt.harness.place import Place, open_place
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord, ProviderEnv
@@ -265,7 +265,7 @@ class AgentRun:
     timeout_s: float
     raw: list[str] = field(default_factory=list)  # the native log, one JSON object a line
     deadline: float = 0.0
-    place: Any = None  # harness.place.Place; None: the host
+    place: Place | None = None  # where the agent runs; None: here, in `ws`
 
     @property
     def cwd(self) -> str:
@@ -368,7 +368,7 @@ class AgentHarness:
         trace = self.new_trace(skill.name, t0, target, limits)
         coding = task.kind in ("code", "swe")
         run: AgentRun | None = None
-        place: Any = None
+        place: Place | None = None
         patch: str | None = None
         try:
             binary = self.binary()
