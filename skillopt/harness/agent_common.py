@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.base import Limits, Rollout, Usage
+from skillopt.harness.place import Place, open_place
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord, ProviderEnv
@@ -197,7 +198,7 @@ def child_env(home: Path, inherited: dict[str, str], **values: str) -> dict[str,
 _INFRA = re.compile(
     r"API Error: (?:429|5\d\d)|API Error: Connection|overloaded|rate.?limit|ECONNREFUSED|ECONNRESET|"
     r"connection (?:error|refused|reset)|cannot reach|stream disconnected|Service Unavailable|Bad Gateway|"
-    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError)",
+    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError|SetupError)",
     re.IGNORECASE)
 
 
@@ -252,7 +253,10 @@ class AgentTrace:
 
 @dataclass
 class AgentRun:
-    """One rollout's agent: where it runs, with what, and what it recorded so far."""
+    """One rollout's agent: where it runs, with what, and what it recorded so far.
+
+    `env` is the environment as the agent sees it; `place` says where it runs (`harness.place`).
+    """
 
     ws: Path
     env: dict[str, str]
@@ -261,6 +265,12 @@ class AgentRun:
     timeout_s: float
     raw: list[str] = field(default_factory=list)  # the native log, one JSON object a line
     deadline: float = 0.0
+    place: Place | None = None  # where the agent runs; None: here, in `ws`
+
+    @property
+    def cwd(self) -> str:
+        """The working folder as the agent sees it."""
+        return self.place.cwd if self.place is not None else str(self.ws)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -280,6 +290,28 @@ class AgentRun:
         except json.JSONDecodeError:
             return None
         return self.trace.feed(event) if isinstance(event, dict) else None
+
+    async def stream(self, argv: list[str]) -> "ProcessResult":
+        """Run a CLI agent where it runs (`stream_process`), its stdout lines fed to `feed_line`."""
+        cmd, env = self.place.command(argv, self.env) if self.place is not None else (argv, self.env)
+        try:
+            return await stream_process(cmd, self.ws, env, self.left(), self.feed_line)
+        finally:
+            if self.place is not None:
+                await asyncio.to_thread(self.place.stop)
+
+    def launcher(self, name: str, args: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> "Launcher":
+        """The executable an SDK starts the agent through (in the rollout's home on this host)."""
+        binary, args, env_flags_at = (self.place.launcher_args(self.binary, args) if self.place is not None
+                                      else (self.binary, args, None))
+        return Launcher.write(agent_home(self.ws), name, binary, args, keep=tuple(self.env), prefixes=prefixes,
+                              env_flags_at=env_flags_at)
+
+    def kill(self, pid: int | None) -> None:
+        """End the agent started through a launcher, and whatever it left running."""
+        kill_tree(pid)
+        if self.place is not None:
+            self.place.stop()
 
 
 class AgentHarness:
@@ -327,26 +359,40 @@ class AgentHarness:
     def needs_nudge(self, trace: AgentTrace) -> bool:
         return self.opts.nudge_empty and not trace.answer.strip() and not trace.errors and bool(trace.session_id)
 
+    def tools(self, binary: str) -> list[str]:
+        """Host folders the agent needs besides its workspace (its binary's), for a container."""
+        return [str(Path(binary).resolve().parent)]
+
     async def run(self, task: Any, skill: Any, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
         t0 = time.monotonic()
         trace = self.new_trace(skill.name, t0, target, limits)
         coding = task.kind in ("code", "swe")
         run: AgentRun | None = None
+        place: Place | None = None
+        patch: str | None = None
         try:
-            if coding and (err := await asyncio.to_thread(prepare_git, ws)):
-                trace.add(ErrorEvent(t=trace.t(), message=err))
             binary = self.binary()
             if binary is None:
                 raise FileNotFoundError(f"no {self.cli_name} binary: {self.install_hint}")
-            run = AgentRun(ws, self.agent_env(ws, target, limits), binary, trace, self.opts.timeout(limits))
             async with process_slots(self.opts.max_processes):
+                place = await asyncio.to_thread(open_place, ws, coding, self.tools(binary), self.skill_dir,
+                                                self.opts.timeout(limits))
+                if place.setup_error:
+                    trace.add(ErrorEvent(t=trace.t(), message=place.setup_error))
+                env = place.agent_env(self.agent_env(ws, target, limits))
+                run = AgentRun(ws, env, binary, trace, self.opts.timeout(limits), place=place)
                 run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
-                await self.drive(run, task_prompt(task), target, limits)
+                try:
+                    await self.drive(run, task_prompt(task), target, limits)
+                finally:
+                    self.after(run)
+                    if coding:
+                        patch = await asyncio.to_thread(place.diff)
         except Exception as e:  # the agent failed; the run goes on (the Harness contract)
             trace.fail(f"{self.name} failed: {type(e).__name__}: {e}")
-        if run is not None:
-            self.after(run)
-        patch = await asyncio.to_thread(workspace_diff, ws) if coding else None
+        finally:
+            if place is not None:
+                await asyncio.to_thread(place.close)
         if not trace.errors and not trace.answer.strip():
             trace.fail("empty final answer" + (" (after a nudge)" if trace.nudged else ""))
         if trace.usage.calls or trace.usage.input_tokens:
@@ -380,7 +426,11 @@ os.setsid()
 with open(spec["pidfile"], "w") as f:
     f.write(str(os.getpid()))
 env = {k: v for k, v in os.environ.items() if k in spec["keep"] or k.startswith(tuple(spec["prefixes"]))}
-os.execve(spec["binary"], [spec["binary"], *spec["args"], *sys.argv[1:]], env)
+args, at = spec["args"], spec["env_flags_at"]
+if at is not None:  # `docker exec`: each kept variable passed into the container by name
+    args = args[:at] + [x for k in sorted(env) for x in ("-e", k)] + args[at:]
+    env.update(spec["host_env"])
+os.execve(spec["binary"], [spec["binary"], *args, *sys.argv[1:]], env)
 """
 
 
@@ -393,12 +443,15 @@ class Launcher:
 
     @classmethod
     def write(cls, home: Path, name: str, binary: str, args: tuple[str, ...], keep: tuple[str, ...],
-              prefixes: tuple[str, ...] = ()) -> "Launcher":
+              prefixes: tuple[str, ...] = (), env_flags_at: int | None = None) -> "Launcher":
+        """`env_flags_at`: `binary` is `docker`, and `-e NAME` for every kept variable goes at that index
+        of `args` (the docker CLI's own variables, `DOCKER_HOST`..., stay on this side)."""
         folder = home / "bin"
         folder.mkdir(parents=True, exist_ok=True)
         pidfile = folder / f"{name}.pid"
+        host_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")} if env_flags_at is not None else {}
         spec = {"binary": binary, "args": list(args), "pidfile": str(pidfile), "keep": list(keep),
-                "prefixes": list(prefixes)}
+                "prefixes": list(prefixes), "env_flags_at": env_flags_at, "host_env": host_env}
         script = folder / f"{name}_launcher.py"
         script.write_text(_LAUNCHER % json.dumps(spec), encoding="utf-8")
         path = folder / name

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentRun, AgentTrace, Launcher, agent_home, child_env, endpoint, kill_tree,
-    mentions_skill_file, stream_process, watchdog,
+    NUDGE, AgentHarness, AgentRun, AgentTrace, agent_home, child_env, endpoint, mentions_skill_file, watchdog,
 )
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
@@ -227,7 +226,7 @@ class ClaudeCodeHarness(AgentHarness):
         if resume:
             argv += ["--resume", resume]
         results = run.trace.results
-        res = await stream_process(argv + ["--", prompt], run.ws, run.env, run.left(), run.feed_line)
+        res = await run.stream(argv + ["--", prompt])
         run.log_stderr(res.stderr)
         if res.timed_out:
             run.timed_out()
@@ -238,8 +237,7 @@ class ClaudeCodeHarness(AgentHarness):
     async def _run_sdk(self, run: AgentRun, prompt: str, resume: str | None, f: dict[str, Any]) -> None:
         from claude_agent_sdk import ClaudeAgentOptions, query
 
-        launcher = Launcher.write(Path(run.env["HOME"]), "claude", run.binary, (), keep=tuple(run.env),
-                                  prefixes=SDK_ENV_PREFIXES)
+        launcher = run.launcher("claude", (), prefixes=SDK_ENV_PREFIXES)
         stderr: list[str] = []
         options = ClaudeAgentOptions(
             cwd=str(run.ws), cli_path=str(launcher.path), env=run.env, model=f["model"],
@@ -262,7 +260,7 @@ class ClaudeCodeHarness(AgentHarness):
                     tail = " | ".join(stderr[-5:])[-400:]
                     run.trace.fail(f"claude code failed: {type(e).__name__}: {e}" + (f" (stderr: {tail})" if tail else ""))
             finally:
-                await asyncio.to_thread(kill_tree, launcher.pid())
+                await asyncio.to_thread(run.kill, launcher.pid())
                 try:
                     await asyncio.wait_for(messages.aclose(), 10)
                 except (Exception, asyncio.CancelledError):

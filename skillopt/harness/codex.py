@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentOptions, AgentRun, AgentTrace, Endpoint, Launcher, agent_home, child_env, endpoint,
-    kill_tree, mentions_skill_file, stream_process, watchdog,
+    NUDGE, AgentHarness, AgentOptions, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint,
+    mentions_skill_file, watchdog,
 )
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
@@ -236,6 +236,10 @@ class CodexHarness(AgentHarness):
     def bundled_binary(self) -> str | None:
         return _bundled_codex()[0]
 
+    def tools(self, binary: str) -> list[str]:
+        extra = _bundled_codex()[1]
+        return super().tools(binary) + ([extra] if extra else [])
+
     def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> CodexTrace:
         return CodexTrace(skill, t0, target, self.models.prices, max_tool_calls=self.opts.turns(limits))
 
@@ -254,9 +258,9 @@ class CodexHarness(AgentHarness):
             trace.start(text)
             if run.left() <= 0:
                 return run.timed_out()
-            head = ["exec", "resume", trace.session_id or ""] if text is NUDGE else ["exec", "--cd", str(run.ws)]
+            head = ["exec", "resume", trace.session_id or ""] if text is NUDGE else ["exec", "--cd", run.cwd]
             argv = [run.binary, *head, "--json", "--skip-git-repo-check", "--", text]
-            res = await stream_process(argv, run.ws, run.env, run.left(), run.feed_line)
+            res = await run.stream(argv)
             run.log_stderr(res.stderr)
             if res.timed_out:
                 run.timed_out()
@@ -275,13 +279,12 @@ class CodexHarness(AgentHarness):
         trace: CodexTrace = run.trace  # type: ignore[assignment]
         sandbox = {"read-only": Sandbox.read_only, "workspace-write": Sandbox.workspace_write,
                    "danger-full-access": Sandbox.full_access}[self.opts.sandbox]
-        launcher = Launcher.write(Path(run.env["HOME"]), "codex", run.binary, ("app-server", "--listen", "stdio://"),
-                                  keep=tuple(run.env))
+        launcher = run.launcher("codex", ("app-server", "--listen", "stdio://"))
         codex = AsyncCodex(CodexConfig(launch_args_override=(str(launcher.path),), cwd=str(run.ws), env=run.env))
         with watchdog(run.left(), launcher.pid) as fired:
             try:
                 async with asyncio.timeout(run.left() + 15):  # in case the SDK hangs after the kill
-                    thread = await codex.thread_start(cwd=str(run.ws), sandbox=sandbox,
+                    thread = await codex.thread_start(cwd=run.cwd, sandbox=sandbox,
                                                       approval_mode=ApprovalMode.deny_all)
                     trace.session_id = thread.id
                     for text in (prompt, NUDGE):
@@ -297,7 +300,7 @@ class CodexHarness(AgentHarness):
                 if not fired[0]:
                     trace.fail(f"codex failed: {type(e).__name__}: {e}")
             finally:
-                await asyncio.to_thread(kill_tree, launcher.pid())
+                await asyncio.to_thread(run.kill, launcher.pid())
                 try:
                     await asyncio.wait_for(codex.close(), 10)
                 except (Exception, asyncio.CancelledError):
@@ -326,7 +329,7 @@ class CodexHarness(AgentHarness):
     def after(self, run: AgentRun) -> None:
         """Codex's session file says which skills the model was shown, and how many model calls it made."""
         trace = run.trace
-        listed, calls = session_facts(Path(run.env["CODEX_HOME"]), trace.session_id)
+        listed, calls = session_facts(agent_home(run.ws) / ".codex", trace.session_id)
         if listed is not None:
             at = next((i + 1 for i, e in enumerate(trace.events) if isinstance(e, MessageEvent) and e.role == "user"), 0)
             trace.events.insert(at, discovery_event(trace.skill, listed, t=trace.events[at - 1].t if at else 0.0))
