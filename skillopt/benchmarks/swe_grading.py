@@ -320,10 +320,11 @@ def write_logs(log_dir: Path | None, patch: str, log_text: str, report: GradeRep
     """Per-rollout files: the patch, the test log, the report, and any extra `name=text`."""
     if log_dir is None:
         return
-    log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / "patch.diff").write_text(patch, encoding="utf-8")
-    (log_dir / "test_output.txt").write_text(log_text, encoding="utf-8")
+    from skillopt.store.files import atomic_write_text  # secrets masked, as in every file skillopt writes
+
+    atomic_write_text(log_dir / "patch.diff", patch)
+    atomic_write_text(log_dir / "test_output.txt", log_text)
     for name, text in files.items():
-        (log_dir / name).write_text(text, encoding="utf-8")
+        atomic_write_text(log_dir / name, text)
     if report is not None:
-        (log_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+        atomic_write_text(log_dir / "report.json", report.model_dump_json(indent=2))

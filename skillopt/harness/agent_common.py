@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import os
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.errors import BadInput, MissingExtra
@@ -68,20 +69,23 @@ class AgentOptions(BaseModel):
     disallowed_tools: tuple[str, ...] | None = None  # claude-code: --disallowedTools
     tools: tuple[str, ...] | None = None  # claude-code: --tools (the built-in tools it may see)
     permission_mode: str = "bypassPermissions"  # claude-code
-    sandbox: Literal["read-only", "workspace-write", "danger-full-access"] = "danger-full-access"  # codex
-    max_turns: int | None = None
-    timeout_s: float | None = None
+    # codex's own sandbox; auto: workspace-write inside skillopt's sandbox (a second layer), else
+    # danger-full-access (Codex's sandbox cannot make helper binaries for a workspace under /tmp)
+    sandbox: Literal["auto", "read-only", "workspace-write", "danger-full-access"] = "auto"
+    max_turns: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
     # per model reply; default max(limits.max_tokens, 8192). Codex has no such setting: it is applied
     # only to a local target (its server's cap for requests without one)
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
     reasoning_effort: str | None = None  # claude: --effort; codex: model_reasoning_effort
-    max_processes: int = 4  # agent processes running at once in this Python process
-    max_retries: int = 2  # the agent's own retries of a failed model request
-    stream_idle_timeout_s: float = 120.0
+    max_processes: int = Field(4, ge=1)  # agent processes running at once in this Python process
+    max_retries: int = Field(2, ge=0)  # the agent's own retries of a failed model request
+    stream_idle_timeout_s: float = Field(120.0, gt=0)
     nudge_empty: bool = True  # retry once with a nudge when the final answer is empty
     env: dict[str, str] = {}  # extra environment variables for the agent process
+    sandbox_paths: tuple[str, ...] = ()  # more paths the sandbox shows the agent, read-only (a toolchain)
 
-    @field_validator("allowed_tools", "disallowed_tools", "tools", mode="before")
+    @field_validator("allowed_tools", "disallowed_tools", "tools", "sandbox_paths", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -121,6 +125,7 @@ class Endpoint:
 
 
 DUMMY_KEY = "sk-skillopt-no-key"
+ANTHROPIC_URL = "https://api.anthropic.com"  # Claude Code's own default, named when the relay needs it
 AZURE_RESPONSES_VERSION = "2025-04-01-preview"
 
 
@@ -261,6 +266,7 @@ class AgentRun:
     timeout_s: float
     raw: list[str] = field(default_factory=list)  # the native log, one JSON object a line
     deadline: float = 0.0
+    wrap: Callable[[list[str]], list[str]] = list  # the agent's command line -> the sandboxed one
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -302,6 +308,7 @@ class AgentHarness:
         self.models = ctx.models
         self.opts = AgentOptions.parse(self.name, ctx.options)
         self.mode = self._resolve_mode()
+        self.sandbox, self.relay = ctx.sandbox, ctx.relay
 
     def bundled_binary(self) -> str | None:
         """The binary the SDK package ships, if installed."""
@@ -338,10 +345,12 @@ class AgentHarness:
             binary = self.binary()
             if binary is None:
                 raise FileNotFoundError(f"no {self.cli_name} binary: {self.install_hint}")
-            run = AgentRun(ws, self.agent_env(ws, target, limits), binary, trace, self.opts.timeout(limits))
-            async with process_slots(self.opts.max_processes):
-                run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
-                await self.drive(run, task_prompt(task), target, limits)
+            with self.model_access(target) as ep:
+                run = AgentRun(ws, self.agent_env(ws, target, limits, ep), binary, trace, self.opts.timeout(limits),
+                               wrap=self.sandboxed(ws, binary))
+                async with process_slots(self.opts.max_processes):
+                    run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
+                    await self.drive(run, task_prompt(task), target, limits)
         except Exception as e:  # the agent failed; the run goes on (the Harness contract)
             trace.fail(f"{self.name} failed: {type(e).__name__}: {e}")
         if run is not None:
@@ -358,11 +367,42 @@ class AgentHarness:
                        error_kind=error_kind(trace.errors),  # type: ignore[arg-type]
                        raw_log="\n".join(raw) + "\n" if raw else None)
 
+    @contextmanager
+    def model_access(self, target: ModelSpec) -> Iterator[Endpoint]:
+        """The endpoint the agent is given: the target's own, or with a relay, the relay's URL and a
+        per-rollout token (the key stays in this process), valid until the block ends."""
+        ep = self.endpoint(target)
+        if self.relay is None:
+            yield ep
+            return
+        with self.relay.lease(ep.base_url or ANTHROPIC_URL, ep.api_key) as ticket:
+            yield dataclasses.replace(ep, base_url=ticket.base_url, api_key=ticket.token)
+
+    def sandboxed(self, ws: Path, binary: str) -> Callable[[list[str]], list[str]]:
+        """How this rollout's agent command lines are wrapped: its sandbox, showing it its binary (and
+        helper tools) read-only."""
+        shown = [binary, *self.tool_dirs(), *self.opts.sandbox_paths]
+        return lambda argv: self.sandbox.wrap(argv, ws, read_only=shown)
+
+    @property
+    def sandboxed_agent(self) -> bool:
+        """Whether the agent runs inside skillopt's sandbox (not --no-sandbox)."""
+        return self.sandbox.name != "none"
+
+    def tool_dirs(self) -> list[str]:
+        """Folders of helper tools the agent runs besides its binary (they go on its PATH)."""
+        return []
+
     # what each agent says
     def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> AgentTrace:
         raise NotImplementedError
 
-    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def endpoint(self, target: ModelSpec) -> Endpoint:
+        """The target's endpoint in the API this agent speaks, with the real key."""
+        raise NotImplementedError
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits, ep: Endpoint) -> dict[str, str]:
+        """The agent's whole environment; `ep` is the endpoint (and key, or relay token) to give it."""
         raise NotImplementedError
 
     async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
@@ -392,12 +432,13 @@ class Launcher:
     pidfile: Path
 
     @classmethod
-    def write(cls, home: Path, name: str, binary: str, args: tuple[str, ...], keep: tuple[str, ...],
+    def write(cls, home: Path, name: str, argv: list[str], keep: tuple[str, ...],
               prefixes: tuple[str, ...] = ()) -> "Launcher":
+        """`argv`: the command (already sandboxed); the SDK's own arguments are appended to it."""
         folder = home / "bin"
         folder.mkdir(parents=True, exist_ok=True)
         pidfile = folder / f"{name}.pid"
-        spec = {"binary": binary, "args": list(args), "pidfile": str(pidfile), "keep": list(keep),
+        spec = {"binary": argv[0], "args": list(argv[1:]), "pidfile": str(pidfile), "keep": list(keep),
                 "prefixes": list(prefixes)}
         script = folder / f"{name}_launcher.py"
         script.write_text(_LAUNCHER % json.dumps(spec), encoding="utf-8")
