@@ -119,7 +119,9 @@ def load_instances(path: Path) -> list[SweInstance]:
     """Rows from a `.jsonl` or `.json` file; any problem is a `BadInput` naming the file and line."""
     if not path.is_file():
         raise BadInput(f"SWE task file {path} not found")
-    text = path.read_text(encoding="utf-8")
+    from skillopt.store.files import read_user_text
+
+    text = read_user_text(path, "SWE task file")
     if path.suffix == ".json":
         rows = json.loads(text)
         items = [(f"{path}[{i}]", r) for i, r in enumerate(rows if isinstance(rows, list) else [rows])]

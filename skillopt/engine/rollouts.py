@@ -19,6 +19,7 @@ from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
 from skillopt.skill import Skill
 from skillopt.store.records import RolloutRecord
+from skillopt.store.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
 
@@ -150,7 +151,7 @@ class RolloutRunner:
             if res.note:
                 self.emit(Note(res.note))
         trace_file = self.store.write_trace(task.id, key, rollout.trace, rollout.raw_log)
-        return RolloutRecord(
+        rec = RolloutRecord(
             key=key, task_id=task.id, split=split, version=version, skill_sha=skill.sha,
             harness=self.harness.name, model=str(self.target), trial=trial,
             hard=score.hard, soft=score.soft, feedback=score.feedback, output=rollout.output.text,
@@ -159,6 +160,7 @@ class RolloutRunner:
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
             error_kind=rollout.error_kind, trace_file=trace_file,
         )
+        return RolloutRecord.model_validate(redact(rec))  # a key echoed back reaches neither the optimizer nor a file
 
     async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
         """The harness contract says it never raises for agent failure; enforce the timeout too.
