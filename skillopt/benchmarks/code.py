@@ -180,7 +180,7 @@ def solution_source(task: Task, out: RolloutOutput, ws: Path | None) -> tuple[st
     """The code to test and where it came from: the workspace file when the agent changed it from
     the stub, else the reply."""
     path = Path(ws) / SOLUTION_FILE if ws else None
-    if path is not None and path.is_file():
+    if path is not None and path.is_file() and not path.is_symlink():  # a link could point out of the workspace
         text = path.read_text(encoding="utf-8", errors="replace")
         if text.strip() and text != stub(task):
             return text, SOLUTION_FILE

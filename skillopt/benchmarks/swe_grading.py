@@ -225,7 +225,9 @@ def rollout_patch(out: RolloutOutput, ws: Path | None) -> tuple[str, str]:
     else the last ```diff block of the reply."""
     if out.patch is not None and out.patch.strip():
         return out.patch, "the workspace diff"
-    diff = workspace_diff(ws) if ws is not None else None
+    # a harness that gave a patch (even empty) already diffed the workspace, in its sandbox: git here
+    # would run the agent's repository configuration (filters, fsmonitor) outside it
+    diff = workspace_diff(ws) if ws is not None and out.patch is None else None
     if diff and diff.strip():
         return diff, "the workspace diff"
     blocks = _DIFF_BLOCK.findall(out.text or "")

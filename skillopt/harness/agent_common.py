@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -24,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -267,6 +269,7 @@ class AgentRun:
     raw: list[str] = field(default_factory=list)  # the native log, one JSON object a line
     deadline: float = 0.0
     wrap: Callable[[list[str]], list[str]] = list  # the agent's command line -> the sandboxed one
+    private: Path | None = None  # this process's own folder for the rollout, outside the agent's reach
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -345,9 +348,9 @@ class AgentHarness:
             binary = self.binary()
             if binary is None:
                 raise FileNotFoundError(f"no {self.cli_name} binary: {self.install_hint}")
-            with self.model_access(target) as ep:
+            with self.model_access(target) as ep, tempfile.TemporaryDirectory(prefix="skillopt-agent-") as private:
                 run = AgentRun(ws, self.agent_env(ws, target, limits, ep), binary, trace, self.opts.timeout(limits),
-                               wrap=self.sandboxed(ws, binary))
+                               wrap=self.sandboxed(ws, binary), private=Path(private))
                 async with process_slots(self.opts.max_processes):
                     run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
                     await self.drive(run, task_prompt(task), target, limits)
@@ -355,7 +358,9 @@ class AgentHarness:
             trace.fail(f"{self.name} failed: {type(e).__name__}: {e}")
         if run is not None:
             self.after(run)
-        patch = await asyncio.to_thread(workspace_diff, ws) if coding else None
+        # git runs in the sandbox too: the repository's config is the agent's (filters, fsmonitor)
+        in_sandbox = functools.partial(self.sandbox.wrap, ws=ws)
+        patch = (await asyncio.to_thread(workspace_diff, ws, in_sandbox) or "") if coding else None
         if not trace.errors and not trace.answer.strip():
             trace.fail("empty final answer" + (" (after a nudge)" if trace.nudged else ""))
         if trace.usage.calls or trace.usage.input_tokens:
@@ -627,12 +632,13 @@ def watchdog(timeout_s: float, pid: Callable[[], int | None]) -> Iterator[list[b
 
 # -- the workspace as a git repository: the patch of coding tasks -----------------------------------
 
-def _git(ws: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _git(ws: Path, *args: str, check: bool = True,
+         wrap: Callable[[list[str]], list[str]] = list) -> subprocess.CompletedProcess:
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(ws / HOME_DIR), "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     cmd = ["git", "-c", "user.name=skillopt", "-c", "user.email=skillopt@localhost", "-c", "commit.gpgsign=false",
-           "-c", "core.hooksPath=" + os.devnull, "-c", "core.autocrlf=false", *args]
-    return subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, check=check, timeout=120)
+           "-c", "core.hooksPath=" + os.devnull, "-c", "core.autocrlf=false", "-c", "core.fsmonitor=false", *args]
+    return subprocess.run(wrap(cmd), cwd=ws, env=env, capture_output=True, text=True, check=check, timeout=120)
 
 
 def prepare_git(ws: Path) -> str | None:
@@ -659,11 +665,15 @@ def prepare_git(ws: Path) -> str | None:
         return f"git: {e}"
 
 
-def workspace_diff(ws: Path) -> str | None:
-    """`git diff` of everything the agent changed, new files included (harness folders excluded)."""
+def workspace_diff(ws: Path, wrap: Callable[[list[str]], list[str]] = list) -> str | None:
+    """`git diff` of everything the agent changed, new files included (harness folders excluded).
+
+    `wrap`: the agent's sandbox, for git to run in (the repository is the agent's to configure).
+    """
     try:
-        _git(ws, "add", "-A")
-        base = "HEAD" if _git(ws, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode == 0 else EMPTY_TREE
-        return _git(ws, "diff", "--cached", "--binary", base).stdout
+        _git(ws, "add", "-A", wrap=wrap)
+        head = _git(ws, "rev-parse", "--verify", "-q", "HEAD", check=False, wrap=wrap).returncode == 0
+        return _git(ws, "diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "HEAD" if head else EMPTY_TREE,
+                    wrap=wrap).stdout
     except (OSError, subprocess.SubprocessError):
         return None

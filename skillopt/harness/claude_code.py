@@ -238,8 +238,8 @@ class ClaudeCodeHarness(AgentHarness):
     async def _run_sdk(self, run: AgentRun, prompt: str, resume: str | None, f: dict[str, Any]) -> None:
         from claude_agent_sdk import ClaudeAgentOptions, query
 
-        launcher = Launcher.write(Path(run.env["HOME"]), "claude", run.wrap([run.binary]), keep=tuple(run.env),
-                                  prefixes=SDK_ENV_PREFIXES)
+        launcher = Launcher.write(run.private or Path(run.env["HOME"]), "claude", run.wrap([run.binary]),
+                                  keep=tuple(run.env), prefixes=SDK_ENV_PREFIXES)
         stderr: list[str] = []
         options = ClaudeAgentOptions(
             cwd=str(run.ws), cli_path=str(launcher.path), env=run.env, model=f["model"],

@@ -179,7 +179,9 @@ def session_facts(codex_home: Path, thread_id: str | None) -> tuple[list[str] | 
     """From Codex's own session file: the skills listed to the model, and the number of model calls."""
     if not thread_id:
         return None, None
-    files = sorted((codex_home / "sessions").glob(f"**/rollout-*{thread_id}*.jsonl"))
+    home = codex_home.resolve()
+    files = sorted(p for p in (codex_home / "sessions").glob(f"**/rollout-*{thread_id}*.jsonl")
+                   if p.resolve().is_relative_to(home))  # the agent wrote these: no link out of its home
     if not files:
         return None, None
     listed: list[str] | None = None
@@ -282,7 +284,7 @@ class CodexHarness(AgentHarness):
         trace: CodexTrace = run.trace  # type: ignore[assignment]
         sandbox = {"read-only": Sandbox.read_only, "workspace-write": Sandbox.workspace_write,
                    "danger-full-access": Sandbox.full_access}[sandbox_mode(self.opts, self.sandboxed_agent)]
-        launcher = Launcher.write(Path(run.env["HOME"]), "codex",
+        launcher = Launcher.write(run.private or Path(run.env["HOME"]), "codex",
                                   run.wrap([run.binary, "app-server", "--listen", "stdio://"]), keep=tuple(run.env))
         codex = AsyncCodex(CodexConfig(launch_args_override=(str(launcher.path),), cwd=str(run.ws), env=run.env))
         with watchdog(run.left(), launcher.pid) as fired:

@@ -93,6 +93,8 @@ def _own_file(name: str, text: str) -> Path:
     """A file the sandbox shows in place of the host's (the same for every sandbox of this user)."""
     folder = Path(tempfile.gettempdir()) / f"skillopt-sandbox-{os.getuid()}"
     folder.mkdir(mode=0o755, exist_ok=True)
+    if folder.stat().st_uid != os.getuid() or folder.is_symlink():  # someone else's: use a folder of our own
+        folder = Path(tempfile.mkdtemp(prefix="skillopt-sandbox-"))
     path = folder / name
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         tmp = folder / f".{name}.{os.getpid()}"

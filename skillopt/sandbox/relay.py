@@ -69,8 +69,9 @@ class Relay:
     def start(self) -> Self:
         if self._server is not None:
             return self
+        # trust_env: proxies and CA bundles as for every other model client (the agents' own were theirs)
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s, connect=30.0), follow_redirects=False,
-                                    trust_env=False, limits=httpx.Limits(max_keepalive_connections=32))
+                                    limits=httpx.Limits(max_keepalive_connections=32))
         server = ThreadingHTTPServer((self.host, 0), _Handler)
         server.daemon_threads = True
         server.relay = self  # type: ignore[attr-defined]
