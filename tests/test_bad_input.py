@@ -88,7 +88,7 @@ CASES = {
     "eval ref outside": (["eval", "--skill", "../done:v0", "--target_model", FAKE], "bad run id"),
     "cost budget without a price": (_run("--max-cost-usd", "1"), "models.prices"),
     "eval zero trials": (["eval", "--skill", "SKILL.md", "--benchmark", "qa.jsonl", "--target_model", FAKE,
-                          "--trials", "0"], "train.trials"),
+                          "--trials", "0"], "gate.trials"),
 }
 
 

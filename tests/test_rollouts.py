@@ -46,7 +46,7 @@ def test_rollouts_take_turns_on_fixed_folders_and_retire_a_hung_one(tmp_path):
     cfg = resolve_config({"benchmark": str(SAMPLE), "target_model": "openai:gpt-5-mini"})
     runner = RolloutRunner(store, harness, benchmark, parse_model_spec("openai:gpt-5-mini"),
                            Limits(timeout_s=0.1), Meter(), Emitter(), concurrency=2,
-                           settings=settings_that_matter(cfg, benchmark))
+                           settings=settings_that_matter(cfg, benchmark, harness))
     runner.grace_s = 0.2
     tasks = list(benchmark.tasks("train")) + list(benchmark.tasks("val"))
     first, later = tasks[:6], tasks[6:8]

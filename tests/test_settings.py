@@ -10,6 +10,8 @@ from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.code import reference_code
 from skillopt.config import resolve_config
 from skillopt.engine.settings import settings_that_matter
+from skillopt.harness.registry import HarnessContext, make_harness
+from skillopt.models import Models
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
 from tests.helpers import REPO, cli_env, run_cli
 
@@ -17,8 +19,9 @@ SAMPLE = str(REPO / "benchmarks" / "sample_qa.jsonl")
 
 
 def _settings(**layer):
-    cfg = resolve_config({"benchmark": SAMPLE, "target_model": "openai:gpt-5-mini", **layer})
-    return cfg, settings_that_matter(cfg, get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options))
+    cfg = resolve_config({"benchmark": SAMPLE, "target_model": "openai-compatible:m@http://127.0.0.1:9/v1", **layer})
+    harness = make_harness("chat", HarnessContext(models=Models()))
+    return cfg, settings_that_matter(cfg, get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options), harness)
 
 
 def test_the_key_and_the_fingerprint_follow_the_settings_that_matter_only():
@@ -31,7 +34,8 @@ def test_the_key_and_the_fingerprint_follow_the_settings_that_matter_only():
         assert s.rollout_key("sha", task, 0) == key and s.fingerprint(c.splits) == base.fingerprint(cfg.splits)
     different = [_settings(target_model="openai:gpt-5"), _settings(limits={"timeout_s": 5}),
                  _settings(limits={"max_tokens": 7}), _settings(harness_options={"max_turns": 3}),
-                 _settings(benchmark_options={"max_answer_tokens": 99}), _settings(harness="claude-code")]
+                 _settings(benchmark_options={"max_answer_tokens": 99}), _settings(harness="claude-code"),
+                 _settings(gate={"deterministic": "off"}), _settings(gate={"seed": 7})]
     for c, s in different:
         assert s.rollout_key("sha", task, 0) != key and s.fingerprint(c.splits) != base.fingerprint(cfg.splits)
     assert base.rollout_key("sha", task, 1) != key and base.rollout_key("other", task, 0) != key
