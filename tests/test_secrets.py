@@ -65,6 +65,7 @@ def test_no_secret_reaches_any_file(tmp_path):
     pytest.importorskip("claude_agent_sdk", reason="the claude-code extra is not installed")
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(8))
     env = cli_env(tmp_path, OPENAI_API_KEY=KEY, ANTHROPIC_API_KEY=KEY, MY_SERVICE_TOKEN=TOKEN)
+    env.pop("MLFLOW_TRACKING_URI", None)  # MLflow in this folder (in-process mlflow tests set the variable)
     sizes = ["--train-size", "2", "--val-size", "2", "--test-size", "2", "--epochs", "1", "--batch-size", "2",
              "--set", "train.consolidate=false", "--set", "models.retry_base_delay_s=0.01"]
     with FakeModelServer(model) as srv:
