@@ -2,11 +2,12 @@
 binaries through their shell tools against the fake server, tries to read what would let it cheat or
 steal, and every attempt fails.
 
-It tries: its task's hidden tests, gold patch and FAIL_TO_PASS list (the benchmark's task file), the
-run's rollouts.jsonl (other tasks' scores and feedback), another workspace lane, the grading logs
-(swe-logs), `~/.ssh` and `~/.claude` of the real home, and the provider key (its environment, every
-process's environment). A control run with --no-sandbox shows the same attack reading the task file
-and the home folder, so the test would catch a sandbox that stopped working.
+It tries: its task's hidden tests, gold patch and FAIL_TO_PASS list (the benchmark's task file), a QA
+benchmark's reference answers, the run's rollouts.jsonl (other tasks' scores and feedback), another
+workspace lane, the grading logs (swe-logs), `~/.ssh` and `~/.claude` of the real home, and the
+provider key (its environment, every process's environment). A control run with --no-sandbox shows
+the same attack reading the data files and the home folder, so the test would catch a sandbox that
+stopped working.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def attack(run: Path, home: Path, outside: Path) -> str:
         "echo ATTACK-BEGIN",
         "printf '\\n# touched\\n' >> \"$(git ls-files '*.py' | head -1)\"",  # a patch, so grading writes logs
         f"head -c 600 {REPO}/benchmarks/swe_local/tasks.jsonl 2>&1",
+        f"head -c 300 {REPO}/benchmarks/sample_qa.jsonl 2>&1",  # reference answers of a QA benchmark
         f"head -c 600 {run}/rollouts.jsonl 2>&1",
         f"echo LANES: $(ls {run}/work 2>&1)",
         f"ls -R {run}/grading 2>&1 | head -20",
@@ -94,7 +96,7 @@ def test_an_adversarial_agent_reads_nothing_it_should_not(tmp_path, harness, mod
     attacks = [o for o in outputs if "ATTACK-BEGIN" in o]
     assert len(attacks) == 4 and all("ATTACK-END" in o for o in attacks), outputs  # 2 tasks x 2 trials ran it
     seen = "\n".join(attacks)
-    for secret in [*_hidden_markers(), '"skill_sha"', "report.json", "test_output.txt", SSH, CREDS, KEY]:
+    for secret in [*_hidden_markers(), '"answer"', '"skill_sha"', "report.json", "test_output.txt", SSH, CREDS, KEY]:
         assert secret not in seen, f"the agent read {secret!r}:\n{seen}"
     for out in attacks:  # its own lane only, not the other one that ran at the same time
         assert re.search(r"LANES: lane-\d+-\d+\s*$", out, re.M), out
@@ -117,7 +119,7 @@ def test_without_the_sandbox_the_same_attack_succeeds(tmp_path):
     pytest.importorskip("claude_agent_sdk")
     outputs, _, _ = _eval(tmp_path, "claude-code", "cli", "--no-sandbox")
     seen = "\n".join(o for o in outputs if "ATTACK-BEGIN" in o)
-    assert "FAIL_TO_PASS" in seen and SSH in seen and CREDS in seen
+    assert "FAIL_TO_PASS" in seen and '"answer"' in seen and SSH in seen and CREDS in seen
 
 
 def test_the_relay_swaps_token_for_key_masks_echoes_and_forgets_the_token():
