@@ -37,7 +37,7 @@ def test_a_second_resume_of_a_running_run_is_refused(tmp_path):
         holder = subprocess.Popen([sys.executable, "-m", "skillopt", "run", "--resume", "codes", *more], cwd=tmp_path,
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert script.hung.wait(60), "the first resume never reached the model"
+            assert script.hung.wait(180), "the first resume never reached the model"
             second = run_cli(["run", "--resume", "codes", *more], tmp_path, env)
             assert second.returncode == 2, second.stderr
             lines = [x for x in second.stderr.splitlines() if x.strip()]
