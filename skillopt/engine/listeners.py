@@ -27,9 +27,15 @@ class IndexWriter:
 
     def __init__(self, runs_dir: Path):
         self.runs_dir = runs_dir
-        self.index = RunIndex(runs_dir / "skillopt.db")
+        self._index: RunIndex | None = None  # opened with the run: a run refused at start leaves no database
         self.run_id: str | None = None
         self.config: dict = {}
+
+    @property
+    def index(self) -> RunIndex:
+        if self._index is None:
+            self._index = RunIndex(self.runs_dir / "skillopt.db")
+        return self._index
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import heapq
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -13,6 +11,7 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
+from skillopt.engine.settings import Settings
 from skillopt.harness.agent_common import pid_alive
 from skillopt.harness.base import Harness, Limits, Rollout
 from skillopt.harness.workspace import workspace
@@ -20,15 +19,9 @@ from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
 from skillopt.skill import Skill
 from skillopt.store.records import RolloutRecord
+from skillopt.store.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
-
-
-def rollout_key(skill_sha: str, task: Task, harness: str, target: ModelSpec, trial: int, salt: str) -> str:
-    """The cache key: skill, task (content), harness, target model, trial, and the config that matters."""
-    task_hash = hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
-    payload = json.dumps([skill_sha, task.id, task_hash, harness, str(target), trial, salt])
-    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class Lanes:
@@ -72,12 +65,12 @@ class RolloutRunner:
     grace_s = 30.0  # past the rollout timeout, before a harness that did not return is given up
 
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
-                 limits: Limits, meter: Meter, emit: Emitter, concurrency: int, salt: str,
+                 limits: Limits, meter: Meter, emit: Emitter, concurrency: int, settings: Settings,
                  summary_tokens: int = 400, capture=None):
         self.store, self.harness, self.benchmark = store, harness, benchmark
         self.capture = capture  # traces.tokens.TokenCapture for vLLM targets, else None
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
-        self.salt = salt
+        self.settings = settings  # the settings that matter: they make the cache key
         self.summary_tokens = summary_tokens
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self._lanes = Lanes(store.root / "work", os.getpid())
@@ -112,7 +105,7 @@ class RolloutRunner:
         return list(results)  # type: ignore[arg-type]
 
     async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int) -> RolloutRecord:
-        key = rollout_key(skill.sha, task, self.harness.name, self.target, trial, self.salt)
+        key = self.settings.rollout_key(skill.sha, task, trial)
         if key in self.cache:
             self.cache_hits += 1
             rec = self.cache[key]
@@ -158,7 +151,7 @@ class RolloutRunner:
             if res.note:
                 self.emit(Note(res.note))
         trace_file = self.store.write_trace(task.id, key, rollout.trace, rollout.raw_log)
-        return RolloutRecord(
+        rec = RolloutRecord(
             key=key, task_id=task.id, split=split, version=version, skill_sha=skill.sha,
             harness=self.harness.name, model=str(self.target), trial=trial,
             hard=score.hard, soft=score.soft, feedback=score.feedback, output=rollout.output.text,
@@ -167,6 +160,7 @@ class RolloutRunner:
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
             error_kind=rollout.error_kind, trace_file=trace_file,
         )
+        return RolloutRecord.model_validate(redact(rec))  # a key echoed back reaches neither the optimizer nor a file
 
     async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
         """The harness contract says it never raises for agent failure; enforce the timeout too.

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentRun, AgentTrace, agent_home, child_env, endpoint, mentions_skill_file, watchdog,
+    NUDGE, AgentHarness, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint, mentions_skill_file,
+    watchdog,
 )
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
@@ -271,9 +272,11 @@ class ClaudeCodeHarness(AgentHarness):
         elif not got_result and not run.trace.errors:
             run.trace.fail("claude code ended without a result")
 
-    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def endpoint(self, target: ModelSpec) -> Endpoint:
+        return endpoint(target, self.models.env, "messages")
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits, ep: Endpoint) -> dict[str, str]:
         home = agent_home(ws)
-        ep = endpoint(target, self.models.env, "messages")
         model = self.opts.model or target.model
         values = {
             "CLAUDE_CONFIG_DIR": str(home / ".claude"), "IS_SANDBOX": "1",
@@ -295,6 +298,6 @@ class ClaudeCodeHarness(AgentHarness):
 
 
 @harness("claude-code", description="Claude Code (claude-agent-sdk or the claude CLI); the skill in .claude/skills",
-         apis=frozenset({"messages"}))
+         apis=frozenset({"messages"}), agent=True)
 def _make_claude_code(ctx: HarnessContext) -> ClaudeCodeHarness:
     return ClaudeCodeHarness(ctx)

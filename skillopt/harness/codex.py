@@ -28,6 +28,7 @@ from skillopt.harness.agent_common import (
     mentions_skill_file, watchdog,
 )
 from skillopt.harness.base import Limits
+from skillopt.harness.place import runs_in_container
 from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.spec import ModelSpec
 from skillopt.traces.events import ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, UsageEvent
@@ -179,7 +180,9 @@ def session_facts(codex_home: Path, thread_id: str | None) -> tuple[list[str] | 
     """From Codex's own session file: the skills listed to the model, and the number of model calls."""
     if not thread_id:
         return None, None
-    files = sorted((codex_home / "sessions").glob(f"**/rollout-*{thread_id}*.jsonl"))
+    home = codex_home.resolve()
+    files = sorted(p for p in (codex_home / "sessions").glob(f"**/rollout-*{thread_id}*.jsonl")
+                   if p.resolve().is_relative_to(home))  # the agent wrote these: no link out of its home
     if not files:
         return None, None
     listed: list[str] | None = None
@@ -196,11 +199,18 @@ def session_facts(codex_home: Path, thread_id: str | None) -> tuple[list[str] | 
     return listed, len(responses) or None
 
 
-def codex_config(model: str, ep: Endpoint, opts: AgentOptions) -> str:
+def sandbox_mode(opts: AgentOptions, sandboxed: bool) -> str:
+    """Codex's own sandbox mode: the option, or for `auto` workspace-write inside skillopt's sandbox."""
+    if opts.sandbox != "auto":
+        return opts.sandbox
+    return "workspace-write" if sandboxed else "danger-full-access"
+
+
+def codex_config(model: str, ep: Endpoint, opts: AgentOptions, sandboxed: bool = False) -> str:
     """`$CODEX_HOME/config.toml`: one provider (the target's Responses endpoint), no approvals."""
     q = json.dumps  # a JSON string is a valid TOML basic string
     lines = [f"model = {q(model)}", f"model_provider = {q(PROVIDER)}", 'approval_policy = "never"',
-             f"sandbox_mode = {q(opts.sandbox)}"]
+             f"sandbox_mode = {q(sandbox_mode(opts, sandboxed))}"]
     if opts.reasoning_effort:
         lines.append(f"model_reasoning_effort = {q(opts.reasoning_effort)}")
     lines += ["", f"[model_providers.{PROVIDER}]", 'name = "skillopt target"', f"base_url = {q(ep.base_url)}",
@@ -278,7 +288,8 @@ class CodexHarness(AgentHarness):
 
         trace: CodexTrace = run.trace  # type: ignore[assignment]
         sandbox = {"read-only": Sandbox.read_only, "workspace-write": Sandbox.workspace_write,
-                   "danger-full-access": Sandbox.full_access}[self.opts.sandbox]
+                   "danger-full-access": Sandbox.full_access}[
+                       sandbox_mode(self.opts, self.sandboxed_agent and not runs_in_container(run.ws))]
         launcher = run.launcher("codex", ("app-server", "--listen", "stdio://"))
         codex = AsyncCodex(CodexConfig(launch_args_override=(str(launcher.path),), cwd=str(run.ws), env=run.env))
         with watchdog(run.left(), launcher.pid) as fired:
@@ -338,12 +349,21 @@ class CodexHarness(AgentHarness):
             trace.events[usage[0]] = trace.events[usage[0]].model_copy(update={"turns": calls})
             trace.usage = trace.usage.model_copy(update={"calls": calls})
 
-    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def endpoint(self, target: ModelSpec) -> Endpoint:
+        return endpoint(target, self.models.env, "responses", reply_tokens=self.opts.max_output_tokens)
+
+    def tool_dirs(self) -> list[str]:
+        """The bundled package's folder: Codex runs helpers beside its binary (its own bwrap, rg)."""
+        codex = _bundled_codex()[0]
+        return [str(Path(codex).parent.parent)] if codex else []
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits, ep: Endpoint) -> dict[str, str]:
         home = agent_home(ws)
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        ep = endpoint(target, self.models.env, "responses", reply_tokens=self.opts.max_output_tokens)
-        (codex_home / "config.toml").write_text(codex_config(self.opts.model or target.model, ep, self.opts),
+        # in the task's container (the container is the sandbox) Codex cannot make its own
+        (codex_home / "config.toml").write_text(codex_config(self.opts.model or target.model, ep, self.opts,
+                                                             self.sandboxed_agent and not runs_in_container(ws)),
                                                 encoding="utf-8")
         env = child_env(home, dict(os.environ), CODEX_HOME=str(codex_home), **{KEY_VAR: ep.api_key}, **self.opts.env)
         tools = _bundled_codex()[1]
@@ -353,6 +373,6 @@ class CodexHarness(AgentHarness):
 
 
 @harness("codex", description="OpenAI Codex (openai-codex SDK or codex exec --json); the skill in .agents/skills",
-         apis=frozenset({"responses"}))
+         apis=frozenset({"responses"}), agent=True)
 def _make_codex(ctx: HarnessContext) -> CodexHarness:
     return CodexHarness(ctx)

@@ -16,6 +16,7 @@ workspace (`benchmarks.environment.TaskContainer`), else the host. Only the harn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -37,25 +38,32 @@ class Place(Protocol):
     def close(self) -> None: ...
 
 
-class HostPlace:
-    """The agent runs here, in the workspace (made a git repository for coding tasks)."""
+Wrap = Callable[[list[str]], list[str]]
 
-    def __init__(self, ws: Path, coding: bool):
+
+class HostPlace:
+    """The agent runs here, in the workspace (made a git repository for coding tasks), inside
+    skillopt's sandbox: `wrap` turns its command line into the sandboxed one (`sandbox.Sandbox`),
+    `git_wrap` the git commands that read what it left (its repository's config is its own)."""
+
+    def __init__(self, ws: Path, coding: bool, wrap: Wrap = list, git_wrap: Wrap = list):
         self.ws, self.cwd, self.coding = Path(ws), str(ws), coding
+        self.wrap, self.git_wrap = wrap, git_wrap
         self.setup_error: str | None = None
         if coding:
             from skillopt.harness.agent_common import prepare_git
 
-            self.setup_error = prepare_git(self.ws)
+            self.setup_error = prepare_git(self.ws)  # before the agent: the repository is still ours
 
     def agent_env(self, env: dict[str, str]) -> dict[str, str]:
         return env
 
     def command(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        return argv, env
+        return self.wrap(argv), env
 
     def launcher_args(self, binary: str, args: tuple[str, ...]) -> tuple[str, tuple[str, ...], int | None]:
-        return binary, args, None
+        wrapped = self.wrap([binary, *args])
+        return wrapped[0], tuple(wrapped[1:]), None
 
     def stop(self) -> None:
         """Nothing: `kill_tree` already ended the agent's whole process tree."""
@@ -63,21 +71,30 @@ class HostPlace:
     def diff(self) -> str | None:
         from skillopt.harness.agent_common import workspace_diff
 
-        return workspace_diff(self.ws)
+        return workspace_diff(self.ws, self.git_wrap)
 
     def close(self) -> None:
         pass
 
 
-def open_place(ws: Path, coding: bool, tools: list[str], skill_dir: str | None, timeout_s: float) -> Place:
-    """The task's container when the benchmark asked for one (started here), else the host.
+def runs_in_container(ws: Path) -> bool:
+    """Whether the benchmark asked for this workspace's agent to run in the task's container."""
+    from skillopt.benchmarks.environment import task_container
+
+    return task_container(ws) is not None
+
+
+def open_place(ws: Path, coding: bool, tools: list[str], skill_dir: str | None, timeout_s: float,
+               wrap: Wrap = list, git_wrap: Wrap = list) -> Place:
+    """The task's container when the benchmark asked for one (started here; the container is the
+    sandbox), else the host inside skillopt's sandbox (`wrap`, `git_wrap`: see `HostPlace`).
     `tools`: host folders the agent needs (its binary's), mounted read-only in a container, which
     stops on its own `timeout_s` + 5 minutes after it started, whatever happens to this process."""
     from skillopt.benchmarks.environment import task_container
 
     spec = task_container(ws)
     if spec is None:
-        return HostPlace(ws, coding)
+        return HostPlace(ws, coding, wrap, git_wrap)
     from skillopt.harness.in_container import ContainerPlace
 
     place = ContainerPlace(spec.model_copy(update={"wall_s": min(spec.wall_s, timeout_s + 300)}), Path(ws), tools,

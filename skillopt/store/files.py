@@ -2,7 +2,8 @@
 
 Whole files are written atomically (temp file in the same folder, fsync, rename). Append-only
 logs (`*.jsonl`) append one complete line per record and fsync; a torn last line (power loss
-mid-write) is ignored on read, so a log never holds a half record.
+mid-write) is ignored on read, so a log never holds a half record. Everything written passes
+through `store.redact.redact` first: no secret reaches the disk.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from skillopt.errors import BadInput
+from skillopt.store.redact import redact
+
 _append_lock = threading.Lock()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -35,15 +40,17 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    if isinstance(data, BaseModel):
-        text = data.model_dump_json(indent=2)
-    else:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    text = json.dumps(redact(data), indent=2, ensure_ascii=False, default=str)
     atomic_write_text(path, text + "\n")
 
 
+def json_line(record: BaseModel | dict) -> str:
+    """One record as a compact JSON line (a model's fields in order), secrets masked."""
+    return json.dumps(redact(record), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def append_jsonl(path: Path, record: BaseModel | dict) -> None:
-    line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
+    line = json_line(record)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _append_lock:
         fresh = not path.exists()
@@ -77,3 +84,28 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+def read_user_text(path: Path, what: str) -> str:
+    """A text file the user named, or `BadInput` saying why it cannot be read (missing, not UTF-8)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise BadInput(f"cannot read {what} {path}: {e.strerror or type(e).__name__}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} {path} is not UTF-8 text (bad byte at offset {e.start}): "
+                       "convert it to UTF-8") from None
+
+
+def writable_output(path: Path, what: str) -> Path:
+    """`path` made ready for writing (its folder created), or `BadInput` naming why it cannot be."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        probe = Path(path).parent / f".skillopt-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"cannot write {what} {path}: {e.strerror or type(e).__name__}: pick another path") from None
+    return Path(path)

@@ -50,6 +50,7 @@ from skillopt.errors import BadInput, MissingExtra, SkilloptError
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ProviderEnv
 from skillopt.store.files import append_jsonl
+from skillopt.store.redact import redact
 from skillopt.store.run import safe_name
 from skillopt.traces import export
 
@@ -259,7 +260,7 @@ class TokenCapture:
             for span in spans:
                 append_jsonl(stream, {"rollout_key": key, **export.redact_span(span)})
             if rows:
-                export.upsert_dataset(dataset, rows, key)
+                export.upsert_dataset(dataset, [redact(r) for r in rows], key)  # no secret on disk
 
     async def _spans(self, rollout_id: str, attempt_id: str) -> list[dict[str, Any]]:
         """The rollout's spans, once every model call the proxy answered has its trace in the store."""
