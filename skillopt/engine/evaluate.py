@@ -65,8 +65,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: Pr
     index = RunIndex(runs_dir / "skillopt.db")
     index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
     index.upsert_version(store.run_id, v)
-    for r in records:
-        index.add_rollout(store.run_id, r)
+    index.add_rollouts(store.run_id, records)
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits)
 
@@ -75,12 +74,13 @@ def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], v
     """Rollouts reused from the source run are written into this run too (with their traces), so the
     evaluation run holds every rollout it scored and reads the same as one that paid for them all."""
     own = {r.key for r in store.rollouts()}
-    out = []
+    out, new = [], []
     for rec in records:
         if rec.key not in own:
             rec = rec.model_copy(update={"version": version})
             if rec.trace_file and ref.run is not None:
                 store.copy_trace(ref.run, rec.trace_file)
-            store.append_rollout(rec)
+            new.append(rec)
         out.append(rec)
+    store.append_rollouts(new)  # grouped: one write and one fsync per group, not per record
     return out

@@ -1,4 +1,8 @@
-"""Rollout scheduling: async with bounded concurrency, cached by key, budgeted, persisted at once."""
+"""Rollout scheduling: async with bounded concurrency, cached by key, budgeted, persisted at once.
+
+The hot path keeps the event loop free: workspace preparation (git, copies) runs in worker threads,
+harnesses that never touch a folder get none, and every finished rollout is handed to the run's
+grouped writer (`store.writer`: many rollouts per write and per fsync, in its own thread)."""
 
 from __future__ import annotations
 
@@ -11,10 +15,10 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.harness.agent_common import pid_alive
-from skillopt.harness.base import Harness, Limits, Rollout
+from skillopt.harness.base import Harness, Limits, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
@@ -24,10 +28,15 @@ from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
 
 
-def rollout_key(skill_sha: str, task: Task, harness: str, target: ModelSpec, trial: int, salt: str) -> str:
+def task_hash(task: Task) -> str:
+    return hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
+
+
+def rollout_key(skill_sha: str, task: Task, harness: str, target: ModelSpec, trial: int, salt: str,
+                content_hash: str | None = None) -> str:
     """The cache key: skill, task (content), harness, target model, trial, and the config that matters."""
-    task_hash = hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
-    payload = json.dumps([skill_sha, task.id, task_hash, harness, str(target), trial, salt])
+    task_hash_ = content_hash or task_hash(task)
+    payload = json.dumps([skill_sha, task.id, task_hash_, harness, str(target), trial, salt])
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -79,71 +88,123 @@ class RolloutRunner:
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
         self.salt = salt
         self.summary_tokens = summary_tokens
-        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self.concurrency = max(1, concurrency)
+        self._sem = asyncio.Semaphore(self.concurrency)
         self._lanes = Lanes(store.root / "work", os.getpid())
-        self._lanes.clear_dead()
+        # a harness that never reads its folder gets none (the benchmark scores with this unmade path)
+        self._folderless = isinstance(harness, PromptOnly) and harness.prompt_only
+        if not self._folderless:
+            self._lanes.clear_dead()
+        self._task_hashes: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, content hash)
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
         self.cache_hits = 0
+        self._inflight: dict[str, asyncio.Future] = {}  # key -> its record, while a rollout runs
+
+    def key(self, skill_sha: str, task: Task, trial: int) -> str:
+        held = self._task_hashes.get(id(task))
+        if held is None or held[0] is not task:
+            held = self._task_hashes[id(task)] = (task, task_hash(task))
+        return rollout_key(skill_sha, task, self.harness.name, self.target, trial, self.salt, held[1])
 
     async def run_many(self, skill: Skill, version: int, tasks: Sequence[Task], split: str,
                        trials: int = 1) -> list[RolloutRecord]:
-        jobs = [self.run_one(skill, version, t, split, k) for t in tasks for k in range(trials)]
+        """Every (task, trial) of `tasks`, in that order. At most `concurrency` rollouts run at once,
+        from a fixed pool of workers (not one coroutine per rollout: a 100,000-task split stays small)."""
+        sha = skill.sha  # once per call, not once per rollout
+        jobs = [(t, k) for t in tasks for k in range(trials)]
+        results: list[RolloutRecord | None] = [None] * len(jobs)
+        todo = iter(range(len(jobs)))
+
+        async def worker() -> None:
+            for i in todo:
+                task, trial = jobs[i]
+                results[i] = await self.run_one(skill, version, task, split, trial, sha)
+
         # In-flight rollouts finish and are saved even when the budget runs out meanwhile.
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        for r in results:
+        outcomes = await asyncio.gather(*[worker() for _ in range(min(self.concurrency, len(jobs)))],
+                                        return_exceptions=True)
+        for r in outcomes:
             if isinstance(r, BaseException):
                 raise r
-        return list(results)  # type: ignore[arg-type]
+        return results  # type: ignore[return-value]
 
-    async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int) -> RolloutRecord:
-        key = rollout_key(skill.sha, task, self.harness.name, self.target, trial, self.salt)
+    async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int,
+                      skill_sha: str | None = None) -> RolloutRecord:
+        key = self.key(skill_sha or skill.sha, task, trial)
         if key in self.cache:
             self.cache_hits += 1
             rec = self.cache[key]
             self.emit(RolloutDone(rec, cached=True))
             return rec
-        async with self._sem:
-            if key in self.cache:  # a twin job finished while this one waited
-                return self.cache[key]
-            self.meter.check()  # a safe point: nothing is in flight for this rollout yet
-            self.meter.count_rollout()
-            rec = await self._execute(skill, version, task, split, trial, key)
+        if key in self._inflight:  # a twin job (same key) is running: share its result
+            return await asyncio.shield(self._inflight[key])
+        done = self._inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            async with self._sem:
+                self.meter.check()  # a safe point: nothing is in flight for this rollout yet
+                self.meter.count_rollout()
+                rec, rollout = await self._execute(skill, version, task, split, trial, key)
+            # saved (grouped with other rollouts, off the event loop) before it counts as done
+            await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
+        except BaseException as e:
+            if isinstance(e, asyncio.CancelledError):
+                done.cancel()
+            else:
+                done.set_exception(e)
+                done.exception()  # retrieved: a twin may never await it
+            raise
+        finally:
+            del self._inflight[key]
         self.cache[key] = rec
-        self.store.append_rollout(rec)
+        done.set_result(rec)
         self.emit(RolloutDone(rec, cached=False))
         return rec
 
     async def _execute(self, skill: Skill, version: int, task: Task, split: str, trial: int,
-                       key: str) -> RolloutRecord:
-        skill_dir = getattr(self.harness, "skill_dir", None)
+                       key: str) -> tuple[RolloutRecord, Rollout]:
         target = self.target
         if self.capture is not None:  # route this rollout through its own recording-proxy URL
             target = await asyncio.to_thread(self.capture.target_for, self.target, key)
-        lane, reusable = self._lanes.take(), False
-        try:
-            with workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
-                           name=self._lanes.name(lane)) as ws:
-                rollout, reusable = await self._guarded_run(task, skill, ws, target)
-                score = await self.benchmark.score(task, rollout.output, ws)
-        finally:
-            if reusable:
-                self._lanes.give(lane)
+        if self._folderless:
+            ws = self._lanes.work / "none"
+            rollout, _ = await self._guarded_run(task, skill, ws, target)
+            score = await self.benchmark.score(task, rollout.output, ws)
+        else:
+            rollout, score = await self._in_lane(task, skill, target)
         if self.capture is not None:
             res = await self.capture.collect(key, task.id, reward=score.soft, version=version,
                                              resolved=score.hard >= 1, trial=trial, split=split,
                                              repo=str(task.metadata.get("repo") or self.benchmark.name))
             if res.note:
                 self.emit(Note(res.note))
-        trace_file = self.store.write_trace(task.id, key, rollout.trace, rollout.raw_log)
-        return RolloutRecord(
+        rec = RolloutRecord(
             key=key, task_id=task.id, split=split, version=version, skill_sha=skill.sha,
             harness=self.harness.name, model=str(self.target), trial=trial,
             hard=score.hard, soft=score.soft, feedback=score.feedback, output=rollout.output.text,
             patch=rollout.output.patch, summary=summarize(rollout.trace, rollout.error, self.summary_tokens),
             input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
-            trace_file=trace_file,
+            trace_file=self.store.trace_path(task.id, key),
         )
+        return rec, rollout
+
+    async def _in_lane(self, task: Task, skill: Skill, target: ModelSpec) -> tuple[Rollout, Score]:
+        """Run and score in a workspace lane; its preparation and cleanup (git, copies) in a thread."""
+        skill_dir = getattr(self.harness, "skill_dir", None)
+        lane, reusable = self._lanes.take(), False
+        try:
+            folder = workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
+                               name=self._lanes.name(lane))
+            ws = await asyncio.to_thread(folder.__enter__)
+            try:
+                rollout, reusable = await self._guarded_run(task, skill, ws, target)
+                score = await self.benchmark.score(task, rollout.output, ws)
+            finally:
+                await asyncio.to_thread(folder.__exit__, None, None, None)
+        finally:
+            if reusable:
+                self._lanes.give(lane)
+        return rollout, score
 
     async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
         """The harness contract says it never raises for agent failure; enforce the timeout too.

@@ -68,3 +68,12 @@ class Harness(Protocol):
     apis: frozenset[str]
 
     async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout: ...
+
+
+@runtime_checkable
+class PromptOnly(Protocol):
+    """Optional capability: a harness whose agent never reads or writes its workspace (the skill
+    and the task go into the prompt), when `prompt_only` is true. Its rollouts get no folder: none is
+    made, filled or emptied per rollout, and the benchmark scores the reply alone."""
+
+    prompt_only: bool

@@ -10,6 +10,7 @@ import time
 from typing import Any, Protocol
 
 from skillopt.errors import BadInput, ModelCallError
+from skillopt.models.http import HttpTransientError, JsonPoster
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, ChatResponse, ProviderEnv
 
@@ -42,14 +43,101 @@ def _short(err: Exception) -> str:
     return str(err).splitlines()[0][:300] if str(err) else type(err).__name__
 
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
 class OpenAIProvider:
-    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers."""
+    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers.
+
+    Azure goes through the `openai` SDK (its credential flow); every other server through the lean
+    client of `models.http` (the SDK's own cost per call is larger than skillopt's whole budget)."""
 
     def __init__(self, env: ProviderEnv, timeout_s: float, base_url_for: Any = None):
         self.env = env
         self.timeout_s = timeout_s
         self._base_url_for = base_url_for  # callable(spec) -> base url, for local servers
         self._clients: dict[str, Any] = {}
+        self._http = JsonPoster(timeout_s)
+        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # spec -> (chat url, headers)
+
+    def _endpoint(self, spec: ModelSpec) -> tuple[str, dict[str, str]]:
+        key = str(spec)
+        if key not in self._bases or spec.provider == "local":  # a local server may have restarted
+            base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
+            if spec.provider == "openai" and not base:
+                base = self.env.openai_base_url or OPENAI_BASE_URL
+            api_key = {"openai": self.env.openai_api_key, "vllm": self.env.vllm_api_key}.get(spec.provider)
+            headers = {"Authorization": f"Bearer {api_key or 'not-needed'}"}
+            if len(self._bases) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
+                self._bases.pop(next(iter(self._bases)))
+            self._bases[key] = ((base or "").rstrip("/") + "/chat/completions", headers)
+        return self._bases[key]
+
+    def _client(self, spec: ModelSpec):
+        """The SDK client, for Azure only."""
+        import openai
+
+        base = spec.base_url or self.env.azure_openai_endpoint or ""
+        if base not in self._clients:
+            self._clients[base] = openai.AsyncAzureOpenAI(
+                azure_endpoint=base,
+                api_key=self.env.azure_openai_api_key or None,
+                azure_ad_token_provider=None if self.env.azure_openai_api_key else _azure_token_provider(),
+                api_version=self.env.azure_openai_api_version,
+                max_retries=0, timeout=self.timeout_s,
+            )
+        return self._clients[base]
+
+    async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse: ...
+
+
+def _retry_after(err: Any) -> float | None:
+    try:
+        value = err.response.headers.get("retry-after")
+        return float(value) if value else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def _classify(err: Exception, status: int | None, spec: ModelSpec) -> Exception:
+    if status is None or status == 429 or status >= 500 or status in (408, 409):
+        return TransientError(f"{spec}: {type(err).__name__}: {_short(err)}", _retry_after(err))
+    return ModelCallError(f"{spec}: HTTP {status}: {_short(err)}")
+
+
+def _short(err: Exception) -> str:
+    return str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class OpenAIProvider:
+    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers.
+
+    Azure goes through the `openai` SDK (its credential flow); every other server through the lean
+    client of `models.http` (the SDK's own cost per call is larger than skillopt's whole budget)."""
+
+    def __init__(self, env: ProviderEnv, timeout_s: float, base_url_for: Any = None):
+        self.env = env
+        self.timeout_s = timeout_s
+        self._base_url_for = base_url_for  # callable(spec) -> base url, for local servers
+        self._clients: dict[str, Any] = {}
+        self._http = JsonPoster(timeout_s)
+        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # spec -> (chat url, headers)
+
+    def _endpoint(self, spec: ModelSpec) -> tuple[str, dict[str, str]]:
+        key = str(spec)
+        if key not in self._bases or spec.provider == "local":  # a local server may have restarted
+            base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
+            if spec.provider == "openai" and not base:
+                base = self.env.openai_base_url or OPENAI_BASE_URL
+            api_key = {"openai": self.env.openai_api_key, "vllm": self.env.vllm_api_key}.get(spec.provider)
+            headers = {"Authorization": f"Bearer {api_key or 'not-needed'}"}
+            if len(self._bases) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
+                self._bases.pop(next(iter(self._bases)))
+            self._bases[key] = ((base or "").rstrip("/") + "/chat/completions", headers)
+        return self._bases[key]
 
     def _client(self, spec: ModelSpec):
         import openai
@@ -102,6 +190,8 @@ class OpenAIProvider:
                 "json_schema": {"name": req.schema_name, "schema": req.json_schema},
             }
         t0 = time.monotonic()
+        if spec.provider != "azure":
+            return await self._complete_http(spec, kwargs, t0)
         try:
             r = await self._client(spec).chat.completions.create(**kwargs)
         except openai.APIStatusError as e:
@@ -120,6 +210,26 @@ class OpenAIProvider:
             output_tokens=getattr(r.usage, "completion_tokens", 0) or 0,
             latency_s=time.monotonic() - t0,
             finish_reason=choice.finish_reason if choice else None,
+            extra=extra,
+        )
+
+
+    async def _complete_http(self, spec: ModelSpec, body: dict[str, Any], t0: float) -> ChatResponse:
+        url, headers = self._endpoint(spec)
+        try:
+            r = await self._http.post(url, body, headers, str(spec))
+        except HttpTransientError as e:
+            raise TransientError(str(e), e.retry_after) from e
+        choices = r.get("choices") or []
+        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+        usage = r.get("usage") or {}
+        extra = {"prompt_token_ids": r["prompt_token_ids"]} if r.get("prompt_token_ids") is not None else {}
+        return ChatResponse(
+            text=(choice.get("message") or {}).get("content") or "",
+            input_tokens=usage.get("prompt_tokens") or 0,
+            output_tokens=usage.get("completion_tokens") or 0,
+            latency_s=time.monotonic() - t0,
+            finish_reason=choice.get("finish_reason"),
             extra=extra,
         )
 
@@ -145,13 +255,13 @@ class AnthropicProvider:
     def _client(self, spec: ModelSpec):
         import anthropic
 
-        base = spec.base_url or self.env.anthropic_base_url
-        if base not in self._clients:
-            self._clients[base or ""] = anthropic.AsyncAnthropic(
-                api_key=self.env.anthropic_api_key or "not-needed", base_url=base,
+        base = spec.base_url or self.env.anthropic_base_url or ""
+        if base not in self._clients:  # one client per server, reused (also when no base URL is set)
+            self._clients[base] = anthropic.AsyncAnthropic(
+                api_key=self.env.anthropic_api_key or "not-needed", base_url=base or None,
                 max_retries=0, timeout=self.timeout_s,
             )
-        return self._clients[base or ""]
+        return self._clients[base]
 
     async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse:
         import anthropic

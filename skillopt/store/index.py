@@ -1,4 +1,10 @@
-"""`runs/skillopt.db`: a SQLite index across runs. The schema evolves by append-only migrations."""
+"""`runs/skillopt.db`: a SQLite index across runs. The schema evolves by append-only migrations.
+
+WAL journal with `synchronous=NORMAL`: a commit appends to the WAL without an fsync (the WAL is
+synced at checkpoints), readers never block the writer, and rollouts arrive in batches (one
+transaction for many rows, `add_rollouts`). The index is derived data: after a power loss it may
+miss the last rows, and the next run or eval of that run directory fills them in again from
+rollouts.jsonl (`sync_rollouts`)."""
 
 from __future__ import annotations
 
@@ -51,6 +57,7 @@ class RunIndex:
         self._lock = threading.Lock()
         self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.migrate()
 
     def migrate(self) -> None:
@@ -91,13 +98,31 @@ class RunIndex:
             )
 
     def add_rollout(self, run_id: str, r: RolloutRecord) -> None:
+        self.add_rollouts(run_id, [r])
+
+    def add_rollouts(self, run_id: str, records: list[RolloutRecord], replace: bool = True) -> None:
+        """Many rollouts in one transaction. `replace=False` keeps rows already there."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock, self.db:
-            self.db.execute(
-                "INSERT OR REPLACE INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, r.model, r.trial,
-                 r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s, r.error,
-                 r.created_at),
+            self.db.executemany(
+                f"{verb} INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, r.model, r.trial,
+                  r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s, r.error,
+                  r.created_at) for r in records],
             )
+
+    def rollout_count(self, run_id: str) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=?", (run_id,)).fetchone()[0]
+
+    def sync_rollouts(self, run_id: str, on_disk: int, load: Callable[[], list[RolloutRecord]]) -> int:
+        """Add the rows the index lacks (after a crash) when the run holds `on_disk` records and the
+        index fewer; `load` reads them. Returns how many were added."""
+        if self.rollout_count(run_id) >= on_disk:
+            return 0
+        have = {k for (k,) in self.db.execute("SELECT key FROM rollouts WHERE run_id=?", (run_id,))}
+        missing = [r for r in load() if r.key not in have]
+        self.add_rollouts(run_id, missing, replace=False)
+        return len(missing)
 
     def runs(self) -> list[sqlite3.Row]:
         self.db.row_factory = sqlite3.Row
