@@ -66,6 +66,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: Pr
     index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
     index.upsert_version(store.run_id, v)
     index.add_rollouts(store.run_id, records)
+    index.mark_complete(store.run_id, store.root / "rollouts.jsonl")
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits)
 

@@ -67,3 +67,5 @@ class IndexWriter:
                 self.index.upsert_version(self.run_id, v)
             self.index.upsert_run(self.run_id, self.runs_dir / self.run_id, self.config, s.status,
                                   s.started_at, summary=s, data_hash=s.data_hash)
+            # every rollout was announced before this event: the index now answers for the run
+            self.index.mark_complete(self.run_id, self.runs_dir / self.run_id / "rollouts.jsonl")

@@ -44,10 +44,21 @@ def _m002_data_hash(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN data_hash TEXT")
 
 
+def _m003_rollouts_bytes(db: sqlite3.Connection) -> None:
+    # the size of rollouts.jsonl when the index last held every line of it: equal sizes mean the
+    # index answers for the run's rollouts, and readers need not parse the file
+    db.execute("ALTER TABLE runs ADD COLUMN rollouts_bytes INTEGER")
+    db.execute("CREATE INDEX rollouts_by_run_sha ON rollouts (run_id, skill_sha, split)")
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _m001_initial),
     ("002_data_hash", _m002_data_hash),
+    ("003_rollouts_bytes", _m003_rollouts_bytes),
 ]
+
+ROLLOUT_COLUMNS = ("key", "task_id", "split", "version", "skill_sha", "harness", "model", "trial", "hard", "soft",
+                   "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at")
 
 
 class RunIndex:
@@ -111,6 +122,40 @@ class RunIndex:
                   r.created_at) for r in records],
             )
 
+    def mark_complete(self, run_id: str, rollouts_file: Path) -> None:
+        """Record that the index holds every line of `rollouts_file` (call when no write is pending)."""
+        size = rollouts_file.stat().st_size if rollouts_file.exists() else 0
+        with self._lock, self.db:
+            self.db.execute("UPDATE runs SET rollouts_bytes=? WHERE run_id=?", (size, run_id))
+
+    def answers_for(self, run_id: str, rollouts_file: Path) -> bool:
+        """Whether the index holds exactly what `rollouts_file` holds (so nobody need parse it)."""
+        row = self.db.execute("SELECT rollouts_bytes FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        size = rollouts_file.stat().st_size if rollouts_file.exists() else 0
+        return row is not None and row[0] is not None and row[0] == size
+
+    def rollout_rows(self, run_ids: list[str], sha: str | None = None, split: str | None = None) -> list[RolloutRecord]:
+        """Rollouts of runs from the index, in the order they were added: the indexed fields only
+        (no output, feedback, summary or trace file)."""
+        where, args = [f"run_id IN ({','.join('?' * len(run_ids))})"], list(run_ids)
+        if sha is not None:
+            where.append("skill_sha=?")
+            args.append(sha)
+        if split not in (None, "all"):
+            where.append("split=?")
+            args.append(split)
+        query = f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts WHERE {' AND '.join(where)} ORDER BY rowid"
+        return [RolloutRecord.model_construct(**dict(zip(ROLLOUT_COLUMNS, row)))
+                for row in self.db.execute(query, args)]
+
+    def usage_of_first(self, run_id: str, n: int) -> tuple[int, float]:
+        """Tokens and known cost of the first `n` rollouts of a run, in the order they were added."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM "
+            "(SELECT input_tokens, output_tokens, cost_usd FROM rollouts WHERE run_id=? ORDER BY rowid LIMIT ?)",
+            (run_id, n)).fetchone()
+        return int(row[0]), float(row[1])
+
     def rollout_count(self, run_id: str) -> int:
         return self.db.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=?", (run_id,)).fetchone()[0]
 
@@ -123,6 +168,9 @@ class RunIndex:
         missing = [r for r in load() if r.key not in have]
         self.add_rollouts(run_id, missing, replace=False)
         return len(missing)
+
+    def version_counts(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT run_id, COUNT(*) FROM skill_versions GROUP BY run_id").fetchall())
 
     def runs(self) -> list[sqlite3.Row]:
         self.db.row_factory = sqlite3.Row
