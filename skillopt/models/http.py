@@ -43,6 +43,7 @@ class JsonPoster:
         self.timeout_s = timeout_s
         self._sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> (session, holder)
         self._last: tuple[Any, Any] | None = None  # (loop, session) of the latest call: the fast path
+        self._proxies: dict[str, str | None] = {}  # origin -> HTTP(S)_PROXY for it, looked up once
 
     async def _session(self) -> Any:
         import aiohttp
@@ -53,7 +54,7 @@ class JsonPoster:
             return last[1]
         held = self._sessions.get(loop)
         if held is None or held[0].closed:
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=True,
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), trust_env=False,
                                             timeout=aiohttp.ClientTimeout(total=self.timeout_s))
             holder = _held(session)
             await holder.__anext__()  # the loop now owns it: `shutdown_asyncgens` closes the session
@@ -68,7 +69,8 @@ class JsonPoster:
         session = await self._session()
         data = json.dumps(body).encode("utf-8")
         try:
-            async with session.post(url, data=data, headers={"Content-Type": "application/json", **headers}) as r:
+            async with session.post(url, data=data, headers={"Content-Type": "application/json", **headers},
+                                    proxy=self._proxy(url)) as r:
                 raw = await r.read()
                 status, retry_after = r.status, r.headers.get("retry-after")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
@@ -85,6 +87,23 @@ class JsonPoster:
         if not isinstance(out, dict):
             raise ModelCallError(f"{what}: the server's reply is not a JSON object: {raw[:200]!r}")
         return out
+
+
+    def _proxy(self, url: str) -> str | None:
+        """The proxy the standard variables name for `url` (as httpx and the SDKs honour them), looked
+        up once per origin: aiohttp's own `trust_env` looks it up in a thread on every request."""
+        origin = url.split("/", 3)[:3]
+        key = "/".join(origin)
+        if key not in self._proxies:
+            from aiohttp.helpers import get_env_proxy_for_url
+            from yarl import URL
+
+            try:
+                proxy, _ = get_env_proxy_for_url(URL(url))
+                self._proxies[key] = str(proxy)
+            except LookupError:
+                self._proxies[key] = None
+        return self._proxies[key]
 
 
 def _seconds(value: str | None) -> float | None:
