@@ -15,9 +15,11 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 _append_lock = threading.Lock()
 
@@ -117,6 +119,20 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+def read_records(path: Path, model: type[M]) -> Iterator[M]:
+    """The complete records of an append-only log as `model`s (parsed by pydantic from the JSON text,
+    the fast path for big logs), skipping torn or foreign lines."""
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    yield model.model_validate_json(line)
+                except ValidationError:
+                    continue
 
 
 def count_lines(path: Path) -> int:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.store.files import (
-    append_jsonl, atomic_write_json, atomic_write_text, count_lines, read_jsonl, write_new_text,
+    append_jsonl, atomic_write_json, atomic_write_text, count_lines, read_jsonl, read_records, write_new_text,
 )
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SkillVersion
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
@@ -115,7 +115,7 @@ class RunStore:
     # rollouts and traces -----------------------------------------------------------------------
     def rollouts(self) -> list[RolloutRecord]:
         self.writer.flush()  # read our own writes
-        return [RolloutRecord.model_validate(r) for r in read_jsonl(self.root / "rollouts.jsonl")]
+        return list(read_records(self.root / "rollouts.jsonl", RolloutRecord))
 
     def rollout_lines(self) -> int:
         """How many records rollouts.jsonl holds (counted, not parsed)."""
