@@ -12,7 +12,8 @@ from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.run import (
-    Specs, _harness, _limits, make_models, open_benchmark, resolve_specs, rollout_salt, token_capture,
+    Specs, _harness, _limits, make_models, open_benchmark, resolve_specs, rollout_salt, size_local_models,
+    token_capture,
 )
 from skillopt.models import Budget, Meter, ProviderEnv
 from skillopt.store.index import RunIndex
@@ -38,6 +39,8 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
 def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
               listeners: list[Listener], specs: Specs, benchmark: Benchmark) -> EvalResult:
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
+    if specs.target.provider == "local":
+        size_local_models(specs, cfg.train.concurrency)
     store = RunStore.create(runs_dir, cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
     store.write_config(config)

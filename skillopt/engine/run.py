@@ -51,6 +51,20 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     return Specs(target, optimizer)
 
 
+def size_local_models(specs: Specs, concurrency: int) -> None:
+    """A local model serves the run's rollouts in flight in parallel slots (llama.cpp decodes them in
+    one batch per step), plus one for the optimizer when it is the same model; sized before any call."""
+    from skillopt.models.local import reserve_slots  # lazy: only for local specs
+
+    wanted: dict[str, int] = {}
+    if specs.target.provider == "local":
+        wanted[specs.target.model] = concurrency
+    if specs.optimizer is not None and specs.optimizer.provider == "local":
+        wanted[specs.optimizer.model] = wanted.get(specs.optimizer.model, 0) + 1
+    for name, slots in wanted.items():
+        reserve_slots(name, slots)
+
+
 @contextmanager
 def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
     """The benchmark, checked before any rollout (e.g. a Docker engine for swebench) and released
@@ -115,6 +129,8 @@ def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Lis
            specs: Specs, benchmark: Benchmark) -> RunSummary:
     seed = seed_skill(cfg)
     store, state = _open_or_create(cfg, runs_dir, resume)
+    if "local" in (specs.target.provider, specs.optimizer.provider if specs.optimizer else ""):
+        size_local_models(specs, cfg.train.concurrency)
     if state is None:
         store.write_config(redacted(cfg))
         store.add_version(seed, parent=None, origin="seed", status="seed")

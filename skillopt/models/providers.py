@@ -88,56 +88,6 @@ class OpenAIProvider:
             )
         return self._clients[base]
 
-    async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse: ...
-
-
-def _retry_after(err: Any) -> float | None:
-    try:
-        value = err.response.headers.get("retry-after")
-        return float(value) if value else None
-    except (AttributeError, ValueError):
-        return None
-
-
-def _classify(err: Exception, status: int | None, spec: ModelSpec) -> Exception:
-    if status is None or status == 429 or status >= 500 or status in (408, 409):
-        return TransientError(f"{spec}: {type(err).__name__}: {_short(err)}", _retry_after(err))
-    return ModelCallError(f"{spec}: HTTP {status}: {_short(err)}")
-
-
-def _short(err: Exception) -> str:
-    return str(err).splitlines()[0][:300] if str(err) else type(err).__name__
-
-
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-
-
-class OpenAIProvider:
-    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers.
-
-    Azure goes through the `openai` SDK (its credential flow); every other server through the lean
-    client of `models.http` (the SDK's own cost per call is larger than skillopt's whole budget)."""
-
-    def __init__(self, env: ProviderEnv, timeout_s: float, base_url_for: Any = None):
-        self.env = env
-        self.timeout_s = timeout_s
-        self._base_url_for = base_url_for  # callable(spec) -> base url, for local servers
-        self._clients: dict[str, Any] = {}
-        self._http = JsonPoster(timeout_s)
-        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # spec -> (chat url, headers)
-
-    def _endpoint(self, spec: ModelSpec) -> tuple[str, dict[str, str]]:
-        key = str(spec)
-        if key not in self._bases or spec.provider == "local":  # a local server may have restarted
-            base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
-            if spec.provider == "openai" and not base:
-                base = self.env.openai_base_url or OPENAI_BASE_URL
-            api_key = {"openai": self.env.openai_api_key, "vllm": self.env.vllm_api_key}.get(spec.provider)
-            headers = {"Authorization": f"Bearer {api_key or 'not-needed'}"}
-            if len(self._bases) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
-                self._bases.pop(next(iter(self._bases)))
-            self._bases[key] = ((base or "").rstrip("/") + "/chat/completions", headers)
-        return self._bases[key]
 
     async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse:
         kwargs: dict[str, Any] = {

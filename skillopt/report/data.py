@@ -143,6 +143,9 @@ class RunView:
 
         `split=None` or `"all"` gives every split. Duplicates of one (task, trial) keep the first.
         """
+        memo = ("records", sha, split)
+        if memo in self._memo:
+            return self._memo[memo]
         seen: set[tuple[str, int, str]] = set()
         out = []
         for r in self._pool(sha, split):
@@ -152,6 +155,7 @@ class RunView:
             if k not in seen:
                 seen.add(k)
                 out.append(r)
+        self._memo[memo] = out
         return out
 
     def _pool(self, sha: str | None = None, split: str | None = None) -> list[RolloutRecord]:

@@ -12,6 +12,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
@@ -59,6 +60,29 @@ MIGRATIONS: list[Migration] = [
 
 ROLLOUT_COLUMNS = ("key", "task_id", "split", "version", "skill_sha", "harness", "model", "trial", "hard", "soft",
                    "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at")
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRow:
+    """A rollout as the index holds it: what reports read (scores, usage), without its texts. Read
+    like a `RolloutRecord` by compare and the report (same field names)."""
+
+    key: str
+    task_id: str
+    split: str
+    version: int
+    skill_sha: str
+    harness: str
+    model: str
+    trial: int
+    hard: float
+    soft: float
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    duration_s: float
+    error: str | None
+    created_at: float
 
 
 class RunIndex:
@@ -134,7 +158,7 @@ class RunIndex:
         size = rollouts_file.stat().st_size if rollouts_file.exists() else 0
         return row is not None and row[0] is not None and row[0] == size
 
-    def rollout_rows(self, run_ids: list[str], sha: str | None = None, split: str | None = None) -> list[RolloutRecord]:
+    def rollout_rows(self, run_ids: list[str], sha: str | None = None, split: str | None = None) -> list[RolloutRow]:
         """Rollouts of runs from the index, in the order they were added: the indexed fields only
         (no output, feedback, summary or trace file)."""
         where, args = [f"run_id IN ({','.join('?' * len(run_ids))})"], list(run_ids)
@@ -145,8 +169,7 @@ class RunIndex:
             where.append("split=?")
             args.append(split)
         query = f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts WHERE {' AND '.join(where)} ORDER BY rowid"
-        return [RolloutRecord.model_construct(**dict(zip(ROLLOUT_COLUMNS, row)))
-                for row in self.db.execute(query, args)]
+        return [RolloutRow(*row) for row in self.db.execute(query, args)]
 
     def usage_of_first(self, run_id: str, n: int) -> tuple[int, float]:
         """Tokens and known cost of the first `n` rollouts of a run, in the order they were added."""
