@@ -114,3 +114,44 @@ def write_result(name: str, doc: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
+
+
+class InstantServer:
+    """`perf/instant_server.py` in a child process (its own CPU, not this process's GIL)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> "InstantServer":
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.proc = subprocess.Popen([sys.executable, str(REPO / "perf" / "instant_server.py")], env=env,
+                                     stdout=subprocess.PIPE, text=True)
+        self.base_url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
+        if not self.base_url.startswith("http"):
+            raise RuntimeError("the instant server did not start")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.terminate()  # the server we started, by its handle
+            self.proc.wait(10)
+
+    @property
+    def openai_url(self) -> str:
+        return self.base_url + "/v1"
+
+    def _call(self, method: str, path: str) -> dict:
+        import urllib.request
+
+        req = urllib.request.Request(self.base_url + path, method=method, data=b"" if method == "POST" else None)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(req, timeout=10) as r:
+            return json.loads(r.read() or b"{}")
+
+    def reset(self) -> None:
+        self._call("POST", "/reset")
+
+    def stats(self) -> dict:
+        """{"calls", "by_model", "first_call_at", "last_call_at"} since the last reset."""
+        return self._call("GET", "/stats")

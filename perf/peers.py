@@ -1,4 +1,4 @@
-"""skillopt against its peers, interleaved, against one instant fake model server (in this process).
+"""skillopt against its peers, interleaved, against one instant fake model server.
 
 Peers, each in its own venv under the cache folder (`perf/peer_envs.py`): microsoft/SkillOpt 0.2.0
 (PyPI `skillopt`) and GEPA 0.1.4 (PyPI `gepa`, with LiteLLM). For each repeat, each tool in turn:
@@ -14,6 +14,9 @@ ratios (skillopt against each peer), and the machine's load.
 
 What microsoft/SkillOpt needs that its wheel lacks (its prompt files) is written into its venv by
 `supply_skillopt_files`; the README lists it. GEPA runs offline with LITELLM_LOCAL_MODEL_COST_MAP=True.
+
+The model server is `perf/instant_server.py` (its own process, about 0.1 ms a request), so the
+figures are the tools' own cost.
 
 Usage: python perf/peers.py [--repeats 3] [--evals 200:8 1000:64] [--no-optimise]
 """
@@ -31,10 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perf.common import REPO, machine, measure, skillopt, write_result  # noqa: E402
+from perf.common import REPO, InstantServer, machine, measure, skillopt, write_result  # noqa: E402
 from perf.peer_envs import PEERS, peer_python  # noqa: E402
-from perf.peer_replies import PeerReplies  # noqa: E402
-from tests.fakes.server import FakeModelServer  # noqa: E402
 from tests.helpers import cli_env, write_jsonl  # noqa: E402
 
 SKILL = REPO / "skills" / "default" / "SKILL.md"
@@ -55,8 +56,11 @@ SKILLOPT_FILES = {
 
 def supply_skillopt_files(python: Path) -> list[str]:
     """Write the files microsoft/SkillOpt needs into its installed package (once); returns their paths."""
-    pkg = Path(subprocess.run([str(python), "-c", "import skillopt, os; print(os.path.dirname(skillopt.__file__))"],
-                              capture_output=True, text=True, check=True).stdout.strip())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # its own `skillopt`, never ours
+    pkg = Path(subprocess.run([str(python), "-I", "-c", "import skillopt, os; print(os.path.dirname(skillopt.__file__))"],
+                              capture_output=True, text=True, check=True, env=env).stdout.strip())
+    if not (pkg / "model").is_dir():
+        raise RuntimeError(f"{pkg} is not microsoft/SkillOpt's package")
     for rel, text in SKILLOPT_FILES.items():
         path = pkg / rel
         if not path.is_file():
@@ -70,10 +74,12 @@ def qa_rows(n: int) -> list[dict]:
 
 
 class Bench:
-    def __init__(self, tmp: Path, srv: FakeModelServer, pythons: dict[str, Path]):
+    def __init__(self, tmp: Path, srv: InstantServer, pythons: dict[str, Path]):
         self.tmp, self.srv, self.py = tmp, srv, pythons
         self.env = cli_env(tmp, OPENAI_BASE_URL=srv.openai_url, OPENAI_API_BASE=srv.openai_url, OPENAI_API_KEY="x",
                            LITELLM_LOCAL_MODEL_COST_MAP="True")
+        # the peers' own venvs: nothing of ours on their path (microsoft/SkillOpt is also `skillopt`)
+        self.peer_env = {k: v for k, v in self.env.items() if k != "PYTHONPATH"}
         self.n = 0
 
     def _folder(self, what: str) -> Path:
@@ -82,15 +88,13 @@ class Bench:
         path.mkdir()
         return path
 
-    def _run(self, argv: list[str], cwd: Path) -> dict:
-        self.srv.clear()
-        m = measure(argv, cwd, self.env)
+    def _run(self, argv: list[str], cwd: Path, tool: str) -> dict:
+        self.srv.reset()
+        m = measure(argv, cwd, self.env if tool == "skillopt" else self.peer_env)
         if m.rc != 0:
             raise RuntimeError(f"{argv[:4]} failed ({m.rc}): {m.stderr[-1500:]}")
-        first, last, calls = self.srv.first_call_at, self.srv.last_call_at, self.srv.model_calls
-        by_model: dict[str, int] = {}
-        for c in self.srv.calls:
-            by_model[c.model] = by_model.get(c.model, 0) + 1
+        st = self.srv.stats()
+        first, last, calls, by_model = st["first_call_at"], st["last_call_at"], st["calls"], st["by_model"]
         out = {**m.as_dict(), "calls": calls, "calls_by_role": {
             "target": sum(v for k, v in by_model.items() if "target" in k),
             "optimizer": sum(v for k, v in by_model.items() if "opt" in k)}}
@@ -116,7 +120,7 @@ class Bench:
             cfg = self._skillopt_config(d, n, concurrency, split_ratio=f"{n}:1:1", extra_items=2)
             argv = [str(self.py["skillopt"]), "-m", "scripts.eval_only", "--config", str(cfg), "--skill", str(SKILL),
                     "--split", "train"]
-        out = self._run(argv, d)
+        out = self._run(argv, d, tool)
         out["overhead_ms_per_rollout"] = round(out["wall_s"] * 1000 / n, 2)
         return out
 
@@ -140,7 +144,7 @@ class Bench:
         argv = {"skillopt": skillopt("--version"),
                 "microsoft-skillopt": [str(self.py["skillopt"]), "-m", "scripts.train", "--help"],
                 "gepa": [str(self.py["gepa"]), "-c", "import gepa, litellm"]}[tool]
-        return measure(argv, d, self.env).as_dict()
+        return measure(argv, d, self.env if tool == "skillopt" else self.peer_env).as_dict()
 
     # -- a 2-step optimisation -----------------------------------------------------------------------
     def optimise(self, tool: str) -> dict:
@@ -164,7 +168,7 @@ class Bench:
                 "edit_budget": 2, "minibatch_size": 4, "merge_batch_size": 4, "analyst_workers": 2,
                 "sel_env_num": 0, "test_env_num": 0, "eval_test": False, "seed": 42, "use_gate": True})
             argv = [str(self.py["skillopt"]), "-m", "scripts.train", "--config", str(cfg)]
-        out = self._run(argv, d)
+        out = self._run(argv, d, tool)
         decisions = self._decisions(tool, d, out)
         out["decisions"] = decisions
         if decisions:
@@ -219,10 +223,10 @@ def main() -> None:
     supplied = supply_skillopt_files(pythons["skillopt"])
     doc: dict = {"machine": machine(), "command": "python perf/peers.py " + " ".join(sys.argv[1:]),
                  "peers": {"microsoft-skillopt": PEERS["skillopt"].requirement, "gepa": PEERS["gepa"].requirement},
-                 "supplied_to_microsoft_skillopt": supplied, "server": "tests.fakes.server, in this process",
+                 "supplied_to_microsoft_skillopt": supplied, "server": "perf/instant_server.py (its own process, ~0.1 ms per request)",
                  "load_avg_during": [], "runs": {}}
     evals = [tuple(int(x) for x in e.split(":")) for e in args.evals]
-    with tempfile.TemporaryDirectory() as t, FakeModelServer(PeerReplies(), keep_requests=True) as srv:
+    with tempfile.TemporaryDirectory() as t, InstantServer() as srv:
         bench = Bench(Path(t), srv, pythons)
         for rep in range(args.repeats):  # interleaved: every tool once per repeat, in turn
             for n, conc in evals:

@@ -23,8 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perf.common import REPO, dir_size, machine, measure, skillopt, write_result  # noqa: E402
-from tests.fakes.server import FakeModelServer, FakeReply  # noqa: E402
+from perf.common import REPO, InstantServer, dir_size, machine, measure, skillopt, write_result  # noqa: E402
 from tests.helpers import cli_env, write_jsonl  # noqa: E402
 
 
@@ -32,23 +31,24 @@ def qa_rows(n: int) -> list[dict]:
     return [{"id": f"q{i:06d}", "question": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(n)]
 
 
-def scale_run(tmp: Path, srv: FakeModelServer, n: int, concurrency: int) -> dict:
+def scale_run(tmp: Path, srv: InstantServer, n: int, concurrency: int) -> dict:
     data = write_jsonl(tmp / f"qa{n}.jsonl", qa_rows(n + 4))
-    url = f"openai-compatible:fake@{srv.openai_url}"
-    srv.clear()
+    url = f"openai-compatible:fake-target@{srv.openai_url}"
+    srv.reset()
     m = measure(skillopt("--runs-dir", str(tmp / "runs"), "run", "--benchmark", str(data), "--harness", "chat",
                          "--target_model", url, "--optimizer_model", url, "--run-id", f"scale-{n}",
                          "--train-size", "4", "--val-size", str(n), "--test-size", "0", "--epochs", "1",
                          "--batch-size", "4", "--concurrency", str(concurrency), "--max-rollouts", str(n)),
                 tmp, cli_env(tmp))
     assert m.rc == 0, m.stderr[-2000:]
-    assert srv.model_calls == n, (srv.model_calls, n)
-    span = (srv.last_call_at or 0) - (srv.first_call_at or 0)
+    st = srv.stats()
+    assert st["calls"] == n, (st["calls"], n)
+    span = (st["last_call_at"] or 0) - (st["first_call_at"] or 0)
     run = tmp / "runs" / f"scale-{n}"
     return {"rollouts": n, "concurrency": concurrency, **m.as_dict(),
             "calls_span_s": round(span, 3),
-            "start_to_first_call_s": round((srv.first_call_at or 0) - m.started_at, 3),
-            "last_call_to_exit_s": round(m.ended_at - (srv.last_call_at or 0), 3),
+            "start_to_first_call_s": round((st["first_call_at"] or 0) - m.started_at, 3),
+            "last_call_to_exit_s": round(m.ended_at - (st["last_call_at"] or 0), 3),
             "overhead_ms_per_rollout": round(m.wall_s * 1000 / n, 3),
             "steady_ms_per_rollout": round(span * 1000 / max(1, n - 1), 3),
             "cpu_ms_per_rollout": round(m.cpu_s * 1000 / n, 3),
@@ -56,7 +56,7 @@ def scale_run(tmp: Path, srv: FakeModelServer, n: int, concurrency: int) -> dict
             "run_dir": dir_size(run), "rollouts_jsonl_bytes": (run / "rollouts.jsonl").stat().st_size}
 
 
-def readers(tmp: Path, srv: FakeModelServer, n: int) -> dict:
+def readers(tmp: Path, n: int) -> dict:
     """The commands that read a big run, and resuming it."""
     run_id, env, runs = f"scale-{n}", cli_env(tmp), str(tmp / "runs")
     out = {}
@@ -72,7 +72,7 @@ def readers(tmp: Path, srv: FakeModelServer, n: int) -> dict:
     return out
 
 
-def runs_list(tmp: Path, srv: FakeModelServer, count: int) -> dict:
+def runs_list(tmp: Path, srv: InstantServer, count: int) -> dict:
     """`runs list` over `count` small evaluation runs (made in this process, through the library)."""
     from skillopt.config import RunConfig
     from skillopt.engine.evaluate import evaluate_skill
@@ -82,7 +82,7 @@ def runs_list(tmp: Path, srv: FakeModelServer, count: int) -> dict:
     runs = tmp / "many"
     data = write_jsonl(tmp / "qa3.jsonl", qa_rows(3))
     cfg = RunConfig.model_validate({"benchmark": str(data), "harness": "chat",
-                                    "target_model": f"openai-compatible:fake@{srv.openai_url}"})
+                                    "target_model": f"openai-compatible:fake-target@{srv.openai_url}"})
     ref = resolve_skill_ref(str(REPO / "skills" / "default" / "SKILL.md"), runs)
     for i in range(count):
         evaluate_skill(cfg.model_copy(update={"run_id": f"ev-{i:04d}"}), ref, "all", runs, ProviderEnv(), [])
@@ -103,9 +103,8 @@ def main() -> None:
     ap.add_argument("--out", default="scale")
     args = ap.parse_args()
     doc: dict = {"machine": machine(), "command": "python perf/scale.py " + " ".join(sys.argv[1:]),
-                 "server": "tests.fakes.server (instant, in the measuring process)", "sizes": []}
-    with tempfile.TemporaryDirectory() as t, FakeModelServer(lambda req: FakeReply(text="Answer: 1"),
-                                                             keep_requests=False) as srv:
+                 "server": "perf/instant_server.py (its own process, ~0.1 ms per request)", "sizes": []}
+    with tempfile.TemporaryDirectory() as t, InstantServer() as srv:
         tmp = Path(t)
         startup = measure(skillopt("--version"), tmp, cli_env(tmp))
         doc["cli_start"] = startup.as_dict()
@@ -113,7 +112,7 @@ def main() -> None:
             doc["sizes"].append(scale_run(tmp, srv, n, args.concurrency))
             print(json.dumps(doc["sizes"][-1]), flush=True)
             write_result(args.out, doc)
-        doc["readers"] = {"rollouts": max(args.sizes), **readers(tmp, srv, max(args.sizes))}
+        doc["readers"] = {"rollouts": max(args.sizes), **readers(tmp, max(args.sizes))}
         print(json.dumps(doc["readers"]), flush=True)
         if args.runs:
             doc["runs_list"] = runs_list(tmp, srv, args.runs)

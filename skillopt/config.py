@@ -92,7 +92,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
         "benchmark": "gsm8k",
         "splits": {"seed": 0, "train": 4, "val": 6, "test": 6},
-        "train": {"epochs": 1, "batch_size": 4, "minibatch_size": 4, "concurrency": 2,
+        "train": {"epochs": 1, "batch_size": 4, "minibatch_size": 4, "concurrency": 6,
                   "learning_rate": {"initial": 2, "final": 1, "schedule": "constant"},
                   "skill_token_cap": 600, "include_successes": 1, "consolidate": False,
                   "summary_tokens": 200, "max_reflections_per_step": 1},
