@@ -67,3 +67,23 @@ def test_index_equals_rollouts_jsonl_after_an_evaluation(tmp_path):
     (run,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     rows = _jsonl_rows(run)
     assert len(rows) == 300 and _db_rows(tmp_path / "runs", run.name) == rows
+    assert not list(run.glob("work/lane-*"))  # the chat harness reads no folder: none was made
+
+
+def test_reports_from_the_index_equal_reports_from_rollouts_jsonl(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    env = cli_env(tmp_path)
+    with FakeModelServer(Scripted()) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "codes"), cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr + r.stdout
+    commands = [["compare", "codes:seed", "codes:best", "--format", "json"], ["runs", "show", "codes", "--json"],
+                ["report", "codes", "--format", "markdown"]]
+    indexed = [run_cli(["--runs-dir", str(tmp_path / "runs"), *c], tmp_path, env) for c in commands]
+    db = sqlite3.connect(tmp_path / "runs" / "skillopt.db")
+    with db:  # the index no longer answers for the run's rollouts: every reader parses rollouts.jsonl
+        db.execute("UPDATE runs SET rollouts_bytes=NULL")
+    db.close()
+    parsed = [run_cli(["--runs-dir", str(tmp_path / "runs"), *c], tmp_path, env) for c in commands]
+    for a, b in zip(indexed, parsed):
+        assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+        assert a.stdout == b.stdout
