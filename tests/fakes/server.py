@@ -88,19 +88,13 @@ class FakeModelServer:
 
     ``script`` may be replaced while serving (``srv.script = ...``). With ``check_errors``,
     leaving the ``with`` block raises ``ScriptError`` if the script raised. ``log_path``, when
-    set, gets one JSON line per request received. ``keep_requests=False`` keeps no request (for
-    runs of 100,000 calls), only ``model_calls`` and the times of the first and the last one
-    (``first_call_at`` / ``last_call_at``, ``time.time()``), which are always kept.
+    set, gets one JSON line per request received.
     """
 
     def __init__(self, script: ScriptFn | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  models: Iterable[str] = ("fake-model",), log_path: str | Path | None = None,
-                 check_errors: bool = True, keep_requests: bool = True):
+                 check_errors: bool = True):
         self.script: ScriptFn = script if script is not None else always("ok")
-        self.keep_requests = keep_requests
-        self.model_calls = 0
-        self.first_call_at: float | None = None
-        self.last_call_at: float | None = None
         self.models = list(models)
         self.log_path = Path(log_path) if log_path else None
         self.check_errors = check_errors
@@ -187,17 +181,11 @@ class FakeModelServer:
         with self._lock:
             self._requests.clear()
             self._errors.clear()
-            self.model_calls, self.first_call_at, self.last_call_at = 0, None, None
 
     # used by the handler threads
     def _record(self, rec: RecordedRequest) -> None:
         with self._lock:
-            if rec.fake is not None:
-                self.model_calls += 1
-                self.last_call_at = time.time()
-                self.first_call_at = self.first_call_at or self.last_call_at
-            if self.keep_requests:
-                self._requests.append(rec)
+            self._requests.append(rec)
             if self.log_path is not None:
                 line = {"method": rec.method, "path": rec.path, "query": rec.query, "api": rec.api,
                         "headers": rec.headers, "body": rec.body}
