@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skillopt.benchmarks.base import SplitSizes
 from skillopt.errors import BadInput
@@ -43,18 +43,41 @@ class TrainConfig(_Frozen):
     include_successes: int = 2  # successes shown per reflection minibatch
     consolidate: bool = True
     summary_tokens: int = 400  # budget of each trace summary shown to the optimizer
-    max_reflections_per_step: int = 4
+    max_reflections_per_step: int = 3  # reflections per step, each one candidate
+    demonstrations: bool = True  # propose a worked example from a solved train task
+    merge: bool = True  # propose a merge of two complementary pool members
+    ablations_per_step: int = 1  # single-edit candidates out of rejected bundles
+    screen: bool = True  # check each candidate on its train tasks before validation (GEPA's minibatch test)
+    leakage_check: bool = True  # reject edits that copy task text, before any rollout
+    retry_errored: int = 2  # extra tries of a rollout that errored (infrastructure), later in the run
 
 
 class GateConfig(_Frozen):
+    """The sequential paired sign test that accepts a candidate (see optimizer/gate.py)."""
+
     metric: Literal["hard", "soft"] = "hard"
-    min_delta: float = 0.0  # candidate must beat the incumbent by more than this (ties rejected)
-    early_stop: bool = True
+    alpha: float = 0.05  # chance of accepting a candidate that is no better (one-sided)
+    min_effect: float = 0.1  # improvement per pair worth detecting; below it, stop early (futility)
+    interim_alpha: float = 0.005  # p-value that accepts before every pair is in
+    futility: float = 0.05  # stop when the chance of still accepting falls below this
+    trials: int = 1  # pairs per validation task
+    deterministic: Literal["auto", "on", "off"] = "auto"  # temperature 0 + seed where the target allows
+    seed: int = 0  # sampling seed of deterministic rollouts
+    per_step: int = 1  # screened candidates gated per step, best screen first
+    noninferiority_margin: float = 0.05  # consolidation: accepted when not worse than this
+    early_stop: bool = True  # False: every pair of every decision (no interim accept, no futility)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_old(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "min_delta" in data:  # runs made before the sequential test
+            data = {k: v for k, v in data.items() if k != "min_delta"}
+        return data
 
 
 class ModelsConfig(_Frozen):
     timeout_s: float = 180.0
-    retries: int = 4
+    retries: int = 4  # retries after the first try of a call (0: one try)
     retry_base_delay_s: float = 1.0
     optimizer_temperature: float | None = None
     optimizer_max_tokens: int = 2048

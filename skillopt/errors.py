@@ -24,7 +24,17 @@ class MissingExtra(BadInput):
 
 
 class ModelCallError(SkilloptError):
-    """A model call failed after its last retry."""
+    """A model call failed after its last retry.
+
+    `transient`: the failure was of the kind a retry may fix (429, 5xx, timeout, connection, a
+    malformed reply) and the retries ran out: an infrastructure error, never a score. Otherwise
+    the request itself was refused (for example HTTP 400: a prompt too long), which is an outcome
+    of what was asked.
+    """
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 class BudgetExceeded(SkilloptError):
@@ -33,6 +43,10 @@ class BudgetExceeded(SkilloptError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class RunFailed(SkilloptError):
+    """The run cannot produce a result (for example: every rollout errored). Exit code 1."""
 
 
 class Interrupted(SkilloptError):

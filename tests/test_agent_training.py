@@ -49,7 +49,9 @@ def test_one_training_step_with_a_real_agent(tmp_path, harness, spec, mode):
                 "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
                 "--run-id", "agent", "--epochs", "1", "--train-size", "2", "--val-size", "2", "--test-size", "2",
                 "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
-                "--set", "limits.timeout_s=120"]
+                "--set", "limits.timeout_s=120",
+                # a plumbing test on 2 validation tasks: a gate that can accept 2 wins out of 2
+                "--set", "gate.alpha=0.25"]
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "agent"

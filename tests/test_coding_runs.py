@@ -65,7 +65,8 @@ def test_swe_local_step_with_claude_code_fixes_bugs_under_the_learned_skill(tmp_
                 "--set", f"benchmark_options.instance_ids={','.join(TOOLZ)}",
                 "--run-id", "swe", "--epochs", "1", "--train-size", "2", "--val-size", "2", "--test-size", "1",
                 "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
-                "--set", "limits.timeout_s=180"]
+                "--set", "limits.timeout_s=180",
+                "--set", "gate.alpha=0.25"]  # a plumbing test on 2 validation tasks: 2 wins out of 2 accept
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "swe"
@@ -101,7 +102,7 @@ def test_mbpp_step_on_the_chat_harness(tmp_path):
         args = ["run", "--benchmark", "mbpp", "--harness", "chat",
                 "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
                 "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "mbpp", "--epochs", "1", "--train-size", "3", "--val-size", "4", "--test-size", "3",
+                "--run-id", "mbpp", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
                 "--batch-size", "3", "--set", "train.consolidate=false"]
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import skillopt.cli.commands  # noqa: F401  (registers the command groups)
 import skillopt.cli.compare  # noqa: F401
 from skillopt.cli.app import app
-from skillopt.report.stats import (
+from skillopt.stats import (
     mcnemar_exact,
     paired_bootstrap,
     paired_outcomes,
@@ -232,7 +232,7 @@ def trained_run(tmp_path_factory) -> Path:
         from tests.test_train_e2e import Scripted, _run_args, code_tasks
 
         root = tmp_path_factory.mktemp("trained")
-        data = write_jsonl(root / "codes.jsonl", code_tasks(12))
+        data = write_jsonl(root / "codes.jsonl", code_tasks(16))
         srv = FakeModelServer(Scripted()).start()
         atexit.register(srv.stop)
         r = run_cli(_run_args(data, srv.openai_url, "codes"), cwd=root, env=cli_env(root))
@@ -253,12 +253,12 @@ def test_compare_seed_and_best_of_a_real_run(tmp_path_factory, tmp_path):
     cmp = json.loads(r.stdout)
     best = cmp["entries"][1]
     assert best["label"].startswith("codes:v") and best["origin"] == "step 2" and best["run_status"] == "finished"
-    for split in ("val", "test"):
+    for split, n, hi, p_value in (("val", 8, 0.3244, 2 / 2 ** 8), ("test", 4, 0.4899, 0.125)):
         s = {x["label"]: x for x in cmp["scores"] if x["split"] == split}
         assert s["codes:v000"]["hard"]["mean"] == 0.0 and s[best["label"]]["hard"]["mean"] == 1.0
-        assert s["codes:v000"]["hard"]["hi"] == pytest.approx(0.4899, abs=1e-4)  # Wilson 0/4
+        assert s["codes:v000"]["hard"]["hi"] == pytest.approx(hi, abs=1e-4)  # Wilson 0/n
         p = next(x for x in cmp["paired"] if x["split"] == split and x["metric"] == "hard")
-        assert p["outcomes"]["wins"] == 4 and p["test"]["p_value"] == pytest.approx(0.125)  # McNemar 0 vs 4
+        assert p["outcomes"]["wins"] == n and p["test"]["p_value"] == pytest.approx(p_value)  # McNemar 0 vs n
     assert cmp["warnings"] == [] and all(u["run_tokens"] > 0 for u in cmp["usage"])
 
 
@@ -269,16 +269,16 @@ def test_compare_scores_skill_files_reusing_cached_rollouts(tmp_path_factory, tm
     r = cli("compare", "codes:seed", str(same), "--format", "json", runs_dir=runs)
     assert r.exit_code == 0, r.stderr
     e = json.loads(r.stdout)["entries"][1]
-    assert (e["kind"], e["scored_new"], e["scored_cached"]) == ("file", 0, 8)  # val + test, all reused
+    assert (e["kind"], e["scored_new"], e["scored_cached"]) == ("file", 0, 12)  # val (8) + test (4), all reused
     edited = tmp_path / "edited.md"
     edited.write_text((runs / "codes" / "skills" / "v000.md").read_text() + "\nThink step by step.\n")
     r = cli("compare", "codes:best", str(edited), "--format", "json", runs_dir=runs)
     assert r.exit_code == 0, r.stderr
     cmp = json.loads(r.stdout)
-    assert cmp["entries"][1]["scored_new"] == 8  # scored now on val and test (an eval run per split)
+    assert cmp["entries"][1]["scored_new"] == 12  # scored now on val and test (an eval run per split)
     hard = {x["split"]: x for x in cmp["paired"] if x["metric"] == "hard"}
-    assert hard["val"]["outcomes"]["losses"] == 4 and hard["test"]["outcomes"]["losses"] == 4
+    assert hard["val"]["outcomes"]["losses"] == 8 and hard["test"]["outcomes"]["losses"] == 4
     r = cli("compare", "codes:best", str(edited), "--format", "json", runs_dir=runs)
-    assert json.loads(r.stdout)["entries"][1]["scored_cached"] == 8  # the second time, nothing is paid
+    assert json.loads(r.stdout)["entries"][1]["scored_cached"] == 12  # the second time, nothing is paid
     r = cli("compare", str(same), str(edited), runs_dir=runs)
     assert r.exit_code == 2 and "pass --benchmark" in r.stderr

@@ -10,7 +10,7 @@ from tests.test_train_e2e import RULE, Scripted, _run_args, code_tasks
 
 
 def test_eval_skill_file_and_run_version_reuses_cache(tmp_path):
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     env = cli_env(tmp_path)
     script = Scripted()
     with FakeModelServer(script) as srv:
@@ -26,15 +26,15 @@ def test_eval_skill_file_and_run_version_reuses_cache(tmp_path):
         r = run_cli(["eval", "--skill", str(skill), "--benchmark", str(data), "--split", "all",
                      "--target_model", target, "--harness", "chat"], tmp_path, env)
         assert r.returncode == 0, r.stderr
-        assert "hard 0.000" in r.stdout and "(n=12" in r.stdout
-        assert len(script.target_calls) == before + 12
+        assert "hard 0.000" in r.stdout and "(n=16" in r.stdout
+        assert len(script.target_calls) == before + 16
         ruled = tmp_path / "ruled.md"
         ruled.write_text((tmp_path / "runs" / "codes" / "best_skill.md").read_text())
         assert RULE in ruled.read_text()
     eval_runs = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("eval-")]
     assert len(eval_runs) == 2
     summaries = [json.loads((p / "summary.json").read_text()) for p in eval_runs]
-    assert sorted(s["scores"]["seed"][k]["n"] for s in summaries for k in s["scores"]["seed"]) == [4, 12]
+    assert sorted(s["scores"]["seed"][k]["n"] for s in summaries for k in s["scores"]["seed"]) == [4, 16]
     # the evaluation run holds every rollout it scored, reused ones included, with their traces
     reused = next(p for p in eval_runs if "test" in json.loads((p / "summary.json").read_text())["scores"]["seed"])
     rows = [json.loads(line) for line in (reused / "rollouts.jsonl").read_text().splitlines()]

@@ -77,7 +77,8 @@ def test_skill_folder_formats_reparse_without_markers(runs, tmp_path, fmt):
     prov = read_provenance(folder)
     assert (prov["run_id"], prov["version"], prov["origin"], prov["format"]) == ("phys", 1, "step 1", fmt)
     assert prov["target_model"] == "openai:gpt-5-mini" and prov["benchmark"] == "hand.jsonl"
-    assert prov["scores"]["val"]["v001"] == {"hard": pytest.approx(2 / 3), "soft": pytest.approx(2.5 / 3), "n": 3}
+    assert prov["scores"]["val"]["v001"] == {"hard": pytest.approx(2 / 3), "soft": pytest.approx(2.5 / 3), "n": 3,
+                                                 "errors": 0}
     assert prov["scores"]["val"]["seed"]["hard"] == pytest.approx(1 / 3) and prov["scores"]["test"]["v001"]["n"] == 1
     target = ".claude/skills/" if fmt == "claude-skill" else ".agents/skills/"
     assert target in r.stdout

@@ -104,20 +104,21 @@ def test_html_report_of_a_real_run_renders_in_chromium(tmp_path_factory, tmp_pat
     # validation chart: the incumbent line, the accepted and rejected candidates of this run
     assert dom.find("svg", id="validation-chart") and dom.find("polyline", class_="series")
     accepted, rejected = dom.find("circle", class_="accepted"), dom.find("circle", class_="rejected")
-    assert len(accepted) == 1 and len(rejected) == 1  # step 2 accepted the rule; step 1's edit was rejected
+    assert len(accepted) == 1 and len(rejected) == 0  # step 2 accepted the rule; step 1's edit failed its screen
     assert len(dom.find("polygon", class_="candidate")) == 2  # the two consolidations, both rejected
-    # heatmaps: 4 val tasks; the seed, the rejected and accepted candidates, consolidations
+    # heatmaps: 8 val tasks; the seed, the accepted candidate, the consolidations (every pair evaluated)
     assert dom.find("svg", id="heatmap-val") and dom.find("svg", id="heatmap-test")
     val_cells = len(dom.find("rect", class_="cell")) - len(dom.find("rect", class_="missing"))
-    assert val_cells > 0 and len(dom.find("rect", class_="missing")) == 2  # the early-stopped consolidation
+    assert val_cells > 0
     assert dom.find("svg", id="tokens-chart")
     text = " ".join(dom.text)
-    for needed in ("Final scores", "baseline (seed)", "0.000 [0.000, 0.490]", "1.000 [0.510, 1.000]",
+    for needed in ("Final scores", "baseline (seed)", "0.000 [0.000, 0.324]", "1.000 [0.510, 1.000]",
                    "Validation score per step", "Tokens and cost by role", "optimizer", "target",
-                   "+Secret codes are ZETA- followed by the item number.", "ties are rejected"):
+                   "+Secret codes are ZETA- followed by the item number.", "What the optimizer tried",
+                   "Be concise and polite.", "screened-out", "0 vs 0 on 4 train tasks", "accept-final: 8 W / 0 L"):
         assert needed in text, needed
     final_rows = r.stdout.split('id="final-table"')[1].split("</table>")[0].count("<tr>")
-    assert final_rows == 4  # header + baseline, best, final
+    assert final_rows == 3  # header + baseline, best
 
 
 def test_markdown_report_and_defaults(tmp_path_factory, tmp_path):
@@ -126,7 +127,8 @@ def test_markdown_report_and_defaults(tmp_path_factory, tmp_path):
     assert r.exit_code == 0, r.stderr
     md = r.stdout
     assert md.startswith("## skillopt report: `codes` (finished)")
-    assert "| baseline (seed) | v000 | 0.000 [0.000, 0.490] | 4 | 0.000 [0.000, 0.490] | 4 |" in md
+    assert "| baseline (seed) | v000 | 0.000 [0.000, 0.324] | 8 | 0.000 [0.000, 0.490] | 4 |" in md
+    assert "**s001-c1** (reflection, v001): **screened-out**" in md and "Be concise and polite." in md
     assert "| 2 | 2 | 1 | 1 | 1 | v003 | 1.000 | accept | 1.000 |" in md
     assert "```diff\n--- v000 (seed)\n+++ v003 (best)" in md and "+Secret codes are ZETA-" in md
     r = cli("report", "codes", runs_dir=runs)
@@ -154,14 +156,13 @@ def test_runs_show_prints_the_version_tree_with_gate_evidence(tmp_path_factory, 
     r = cli("runs", "show", "codes", runs_dir=runs)
     assert r.exit_code == 0, r.stderr
     lines = r.stdout.splitlines()
-    root = next(i for i, line in enumerate(lines) if line.startswith("v000 [seed] seed: val 0.000 (n=4), test 0.000 (n=4)"))
+    root = next(i for i, line in enumerate(lines) if line.startswith("v000 [seed] seed: val 0.000 (n=8), test 0.000 (n=4)"))
     tree = "\n".join(lines[root:])
-    assert "├── v001 [rejected] step 1: val 0.000 (n=4)" in tree
-    assert "gate rejected: tie at 0.000 (0 wins, 0 losses): ties are rejected [hard: v000 0.000 vs v001 0.000; " \
-           "0 wins, 0 losses, 4 ties; evaluated 4/4]" in tree
+    assert "├── v001 [screened-out] step 1: reflection; screen on train: 0 vs 0 on 4 tasks" in tree
+    assert "gate rejected: difference +0.000, one-sided 95% lower bound" in tree  # a consolidation: non-inferiority
     accepted = next(line for line in lines if "[accepted] step 2" in line)
-    assert accepted.startswith("└── v") and accepted.endswith("<best, final>") and "test 1.000 (n=4)" in accepted
-    assert "4 wins, 0 losses, 0 ties; evaluated 4/4" in tree and "edit add at 'Answer format' (applied)" in tree
+    assert accepted.startswith("└── v") and accepted.endswith("<best>") and "test 1.000 (n=4)" in accepted
+    assert "8 wins, 0 losses, 0 ties; evaluated 8/8" in tree and "edit add at 'Answer format' (applied)" in tree
     child = next(line for line in lines if "consolidate epoch 2" in line)
     assert child.startswith("    └── v")  # the consolidation of the accepted version hangs under it
     nodes = json.loads(cli("runs", "show", "codes", "--json", runs_dir=runs).stdout)["nodes"]
@@ -169,7 +170,7 @@ def test_runs_show_prints_the_version_tree_with_gate_evidence(tmp_path_factory, 
     assert best["parent"] == 0 and best["gate"]["accepted"] and best["edits"][0]["op"] == "add"
     r = cli("runs", "show", f"codes:v{best['version']}", "--diff", runs_dir=runs)
     assert r.exit_code == 0 and "+Secret codes are ZETA- followed by the item number." in r.stdout
-    assert "gate evidence (hard, per task, mean over trials)" in r.stdout and r.stdout.count(" win ") == 4
+    assert "gate evidence (hard, per task, mean over trials)" in r.stdout and r.stdout.count(" win ") == 8
     r = cli("runs", "show", "codes:best", runs_dir=runs)
     assert r.exit_code == 0 and "name: task-solver" in r.stdout
     r = cli("runs", "show", "codes:v42", runs_dir=runs)
@@ -255,10 +256,10 @@ def train_in_process(tmp_path: Path, listeners: list, url: str, resume: str | No
 
     data = tmp_path / "codes.jsonl"
     if not data.exists():
-        write_jsonl(data, code_tasks(12))
+        write_jsonl(data, code_tasks(16))
     layer = {"benchmark": str(data), "harness": "chat", "target_model": f"openai-compatible:fake-target@{url}",
              "optimizer_model": f"openai-compatible:fake-opt@{url}", "run_id": "codes",
-             "splits": {"train": 4, "val": 4, "test": 4}, "models": {"retry_base_delay_s": 0.01},
+             "splits": {"train": 4, "val": 8, "test": 4}, "models": {"retry_base_delay_s": 0.01},
              "train": {"epochs": 2, "batch_size": 4, "concurrency": 2}}
     if resume:  # like the CLI: a resumed run starts from its own config
         layer = RunStore.open(tmp_path / "runs", resume).read_config()
@@ -287,11 +288,12 @@ def test_mlflow_tracker_logs_params_steps_versions_and_summary(tmp_path, fake_ur
     uri = next(c[1][0] for c in fake.calls if c[0] == "set_tracking_uri")
     assert uri == f"sqlite:///{(tmp_path / 'mlruns' / 'mlflow.db').resolve()}"
     steps = {s: m for s, m in run["metrics"] if s is not None and "val" in m}
-    assert steps[1]["val"] == 0.0 and steps[1]["accepted"] == 0.0
+    assert steps[1]["val"] == 0.0 and "accepted" not in steps[1]  # step 1's candidate failed its screen: no decision
     assert steps[2]["val"] == 1.0 and steps[2]["accepted"] == 1.0 and steps[2]["tokens"] > 0
     versions = sorted(p.name for p in (tmp_path / "runs" / "codes" / "skills").glob("v*.md"))
     assert sorted(k.split("/")[1] for k in run["artifacts"] if k.startswith("skills/")) == versions
-    assert {k for k in run["artifacts"] if k.startswith("gates/")} == {f"gates/{v[:-3]}.json" for v in versions[1:]}
+    gated = {f"gates/{v[:-3]}.json" for v in versions[1:]} - {"gates/v001.json"}  # v001: screened out
+    assert {k for k in run["artifacts"] if k.startswith("gates/")} == gated
     assert "Secret codes are ZETA-" in run["artifacts"]["best_skill.md"] and "summary.json" in run["artifacts"]
     final = run["metrics"][-1][1]
     assert final["seed_val_hard"] == 0.0 and final["best_test_hard"] == 1.0

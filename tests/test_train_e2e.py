@@ -44,9 +44,11 @@ class Scripted:
     def __call__(self, req: FakeRequest) -> FakeReply:
         user = req.last_user_text
         if "You improve a skill" in user:
-            return self.optimizer(user, reflect=True)
+            return self.optimizer(user, reflect=True, seed=req.body.get("seed"))
         if "Rewrite the skill below" in user:
             return self.optimizer(user, reflect=False)
+        if req.model == "fake-opt":  # the optimizer as a teacher (demonstrations): it does not know either
+            return FakeReply(text="I do not know the code.\nAnswer: unknown")
         return self.target(req)
 
     def target(self, req: FakeRequest) -> FakeReply:
@@ -65,9 +67,9 @@ class Scripted:
             return FakeReply(text=f"The code follows the rule.\nAnswer: ZETA-{m.group(1)}")
         return FakeReply(text="I do not know the code.\nAnswer: unknown")
 
-    def optimizer(self, prompt: str, reflect: bool) -> FakeReply:
+    def optimizer(self, prompt: str, reflect: bool, seed: int | None = None) -> FakeReply:
         with self.lock:
-            self.optimizer_calls.append(prompt)
+            self.optimizer_calls.append(f"{prompt}\x00seed={seed}")  # reflections sampled again differ by seed
         if not reflect:
             body = prompt.split("```markdown", 1)[1].split("```", 1)[0].strip()
             shorter = body.replace("Read the task, reason briefly, then give the final answer.", "Reason briefly.")
@@ -85,7 +87,7 @@ def _run_args(data: Path, url: str, run_id: str, **extra: str) -> list[str]:
             "--target_model", f"openai-compatible:fake-target@{url}",
             "--optimizer_model", f"openai-compatible:fake-opt@{url}",
             "--run-id", run_id, "--epochs", "2", "--batch-size", "4", "--train-size", "4",
-            "--val-size", "4", "--test-size", "4", "--concurrency", "2",
+            "--val-size", "8", "--test-size", "4", "--concurrency", "2",
             "--set", "models.retry_base_delay_s=0.01"]
     for k, v in extra.items():
         args += [f"--{k.replace('_', '-')}", v]
@@ -93,7 +95,7 @@ def _run_args(data: Path, url: str, run_id: str, **extra: str) -> list[str]:
 
 
 def test_two_epoch_run_accepts_the_rule_and_rejects_the_useless_edit(tmp_path):
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     script = Scripted()
     with FakeModelServer(script) as srv:
         r = run_cli(_run_args(data, srv.openai_url, "codes"), cwd=tmp_path, env=cli_env(tmp_path))
@@ -105,10 +107,10 @@ def test_two_epoch_run_accepts_the_rule_and_rejects_the_useless_edit(tmp_path):
     texts = {v: (run / "skills" / f"v{v:03d}.md").read_text() for v in final}
     useless = [v for v in final if USELESS in texts[v] and RULE not in texts[v]]
     ruled = [v for v in final if RULE in texts[v] and final[v]["origin"].startswith("step")]
-    assert useless and all(statuses[v] == "rejected" for v in useless)
+    assert useless and all(statuses[v] in ("rejected", "screened-out") for v in useless)
     assert ruled and statuses[ruled[0]] == "accepted" and final[ruled[0]]["parent"] == 0
     gate = json.loads((run / "steps" / "0002" / "gate.json").read_text())
-    assert gate["accepted"] and gate["wins"] == 4 and gate["incumbent_score"] == 0.0
+    assert gate["accepted"] and gate["wins"] == 8 and gate["incumbent_score"] == 0.0
     summary = json.loads((run / "summary.json").read_text())
     assert summary["scores"]["seed"]["val"]["hard"] == 0.0
     assert summary["scores"]["best"]["val"]["hard"] == 1.0
@@ -120,8 +122,14 @@ def test_two_epoch_run_accepts_the_rule_and_rejects_the_useless_edit(tmp_path):
     rows = db.execute("SELECT version, parent, status, gate_json FROM skill_versions WHERE run_id='codes'").fetchall()
     assert len(rows) == len(final)
     by_v = {v: (p, s, g) for v, p, s, g in rows}
-    assert by_v[ruled[0]][1] == "accepted" and json.loads(by_v[ruled[0]][2])["wins"] == 4
-    assert by_v[useless[0]][1] == "rejected" and json.loads(by_v[useless[0]][2])["accepted"] is False
+    assert by_v[ruled[0]][1] == "accepted" and json.loads(by_v[ruled[0]][2])["wins"] == 8
+    assert by_v[useless[0]][1] == "screened-out" and by_v[useless[0]][2] is None
+    # the useless edit failed its screen on the train tasks it came from: no validation rollout paid for it
+    rollouts = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert not [r for r in rollouts if r["version"] == useless[0] and r["split"] == "val"]
+    step1 = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    screened = [c for c in step1 if c["status"] == "screened-out"]
+    assert screened and screened[0]["screen"]["rollouts"] > 0 and screened[0]["gate"] is None
     # the test split was never shown to the optimizer
     test_ids = {json.loads(line)["task_id"] for line in (run / "rollouts.jsonl").read_text().splitlines()
                 if json.loads(line)["split"] == "test"}
@@ -129,7 +137,7 @@ def test_two_epoch_run_accepts_the_rule_and_rejects_the_useless_edit(tmp_path):
 
 
 def test_killed_run_resumes_without_paying_any_rollout_twice(tmp_path):
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     script = Scripted(hang_after_target_calls=9)  # baseline (4) + step-1 batch (4) + 1 into the gate
     env = cli_env(tmp_path)
     with FakeModelServer(script) as srv:
@@ -156,7 +164,7 @@ def test_killed_run_resumes_without_paying_any_rollout_twice(tmp_path):
 
 
 def test_budget_stops_cleanly_and_resume_continues(tmp_path):
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     env = cli_env(tmp_path)
     with FakeModelServer(Scripted()) as srv:
         r = run_cli(_run_args(data, srv.openai_url, "codes", max_rollouts="6"), cwd=tmp_path, env=env)

@@ -12,7 +12,6 @@ from skillopt.models.meter import Budget, Meter
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import parse_model_spec
 from skillopt.models.types import CallRecord
-from skillopt.optimizer.gate import PairedGate
 from skillopt.optimizer.schedule import Constant, Cosine, Linear, make_schedule
 from skillopt.store.files import append_jsonl, atomic_write_text, read_jsonl
 
@@ -59,41 +58,6 @@ def test_schedules():
     assert cos[0] == 4 and cos[-1] == 1 and cos == sorted(cos, reverse=True)
     assert make_schedule("linear", 2, 1)(0, 1) == 2
     assert min(Linear(1, 0)(s, 3) for s in range(3)) >= 1  # never zero edits
-
-
-def test_gate_accepts_only_strict_improvement():
-    inc = {"a": 0.0, "b": 1.0, "c": 0.0}
-    g = PairedGate(inc)
-    for t, s in {"a": 1.0, "b": 1.0, "c": 0.0}.items():
-        g.add(t, s)
-    d = g.decide(candidate=1, incumbent=0)
-    assert d.accepted and (d.wins, d.losses, d.ties) == (1, 0, 2)
-    assert d.candidate_score == pytest.approx(2 / 3)
-
-
-def test_gate_rejects_ties():
-    g = PairedGate({"a": 1.0, "b": 0.0})
-    g.add("a", 0.0)
-    g.add("b", 1.0)
-    d = g.decide(1, 0)
-    assert not d.accepted and "tie" in d.reason and (d.wins, d.losses) == (1, 1)
-
-
-def test_gate_early_stop_once_candidate_cannot_win():
-    g = PairedGate({"a": 1.0, "b": 1.0, "c": 0.0, "d": 0.0})
-    g.add("a", 0.0)
-    assert g.can_still_win()  # 0 + 3 remaining > 2
-    g.add("b", 0.0)
-    assert not g.can_still_win()  # 0 + 2 remaining == 2: a tie at best
-    d = g.decide(1, 0)
-    assert not d.accepted and d.early_stopped and d.evaluated == 2 and d.total == 4
-
-
-def test_gate_min_delta():
-    g = PairedGate({"a": 0.0, "b": 0.0}, min_delta=0.5)
-    g.add("a", 1.0)
-    g.add("b", 0.0)
-    assert not g.decide(1, 0).accepted  # +0.5 per task needed, got +0.5: not more
 
 
 def test_budget_stops_on_cost_tokens_and_rollouts():

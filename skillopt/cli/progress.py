@@ -8,6 +8,7 @@ from rich.table import Table
 
 from skillopt.cli.app import console, out
 from skillopt.engine.events import Event, Note, PhaseStarted, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
+from skillopt.stats import wilson_interval
 from skillopt.store.records import RunSummary, SplitScore
 
 
@@ -53,7 +54,12 @@ def _f(x: float | None) -> str:
 
 
 def _score(s: SplitScore | None) -> str:
-    return "-" if s is None else f"{s.hard:.3f} (n={s.n})"
+    """The score with its 95% interval and n (Wilson, on the hard score); errored rollouts apart."""
+    if s is None:
+        return "-"
+    ci = wilson_interval(s.hard * s.n, s.n)
+    errors = f", {s.errors} errored" if s.errors else ""
+    return f"{s.hard:.3f} [{ci.lo:.2f}, {ci.hi:.2f}] (n={s.n}{errors})"
 
 
 def cost_text(cost: float | None, tokens: int) -> str:
@@ -68,13 +74,19 @@ def print_summary(s: RunSummary) -> None:
     table.add_column("version")
     table.add_column("val")
     table.add_column("test")
-    for role in ("seed", "best", "final"):
+    for role in [r for r in ("seed", "best", "final") if r in s.versions]:
         sc = s.scores.get(role, {})
         label = "baseline" if role == "seed" else role
         table.add_row(label, f"v{s.versions.get(role, 0):03d}", _score(sc.get("val")), _score(sc.get("test")))
     out.print(table)
-    out.print(f"candidates accepted {s.candidates_accepted}, rejected {s.candidates_rejected}; "
-              f"edits accepted {s.edits_accepted}, rejected {s.edits_rejected}; steps {s.steps}")
+    if s.test_delta is not None:
+        d = s.test_delta
+        verdict = "better" if d.lo > 0 else "worse" if d.hi < 0 else "no significant difference"
+        out.print(f"test, best - seed: {d.mean:+.3f} (95% CI {d.lo:+.3f} to {d.hi:+.3f}, paired {d.method}, "
+                  f"n={d.n}; {s.test_wins} tasks won, {s.test_losses} lost): {verdict}")
+    per = f", {s.val_rollouts / s.gate_decisions:.1f} val rollouts per decision" if s.gate_decisions else ""
+    out.print(f"candidates {sum(s.candidates.values())} ({', '.join(f'{v} {k}' for k, v in sorted(s.candidates.items())) or 'none'}); "
+              f"gate decisions {s.gate_decisions}{per}; steps {s.steps}")
     usage = Table(title="usage by role")
     for col in ("role", "calls", "cached", "tokens in", "tokens out", "cost"):
         usage.add_column(col)

@@ -115,6 +115,9 @@ def run(
     finally:
         view.stop()
     print_summary(summary)
+    if summary.status == "failed":
+        console.print(f"error: the run failed: {summary.stop_reason}")
+        raise typer.Exit(1)
 
 
 def scoring_config(layers: list[dict[str, Any]], config: Path | None, overrides: list[str] | None,
@@ -164,9 +167,9 @@ def eval_(
     if ref.run is not None:
         base = ref.run.read_config()
         layers.append({k: base[k] for k in ("benchmark", "harness", "target_model", "splits", "limits",
-                                            "harness_options", "benchmark_options") if k in base})
+                                            "harness_options", "benchmark_options", "gate") if k in base})
     cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
-                         target_model=target_model, train__trials=trials, train__concurrency=concurrency)
+                         target_model=target_model, gate__trials=trials, train__concurrency=concurrency)
     if split not in ("train", "val", "test", "all"):
         raise_bad(f"unknown split {split!r}: use train, val, test or all")
     view = ProgressView()

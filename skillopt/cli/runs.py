@@ -110,7 +110,7 @@ def show(
 
 def _score_text(node) -> str:
     parts = [f"{s} {sc.hard:.3f} (n={sc.n})" for s, sc in node.scores.items()]
-    return ", ".join(parts) if parts else "no scores"
+    return ", ".join(parts) if parts else (node.note or "no scores")
 
 
 def _print_tree(tree) -> None:

@@ -12,7 +12,8 @@ from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.run import (
-    Specs, _harness, _limits, make_models, open_benchmark, resolve_specs, rollout_salt, size_local_models,
+    Specs, _harness, _limits, deterministic_mode, make_models, open_benchmark, resolve_specs, rollout_salt,
+    size_local_models,
     token_capture,
 )
 from skillopt.models import Budget, Meter, ProviderEnv
@@ -49,20 +50,22 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: Pr
     models = make_models(cfg, env, meter, None)
     emit = Emitter(listeners)
     emit(RunStarted(store.run_id, config, resumed=False))
+    harness = _harness(cfg, models)
+    limits = _limits(cfg, benchmark, deterministic_mode(cfg, harness, specs.target))
     with token_capture(specs.target, store, env, cfg, emit) as capture:
-        runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
-                               meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens,
-                               capture=capture)
+        runner = RolloutRunner(store, harness, benchmark, specs.target, limits, meter, emit, cfg.train.concurrency,
+                               rollout_salt(cfg), cfg.train.summary_tokens, capture=capture)
         if ref.run is not None:  # reuse what the source run already scored
-            runner.cache.update({r.key: r for r in ref.run.rollouts()})
-        emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.train.trials))
-        records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.train.trials))
+            runner.cache.update({r.key: r for r in ref.run.rollouts() if not r.errored})
+        emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))
+        records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.gate.trials,
+                                              retries=cfg.train.retry_errored))
     records = _keep_reused(store, ref, records, v.version)
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished", fingerprint=cfg.fingerprint(),
                                meter=meter.snapshot()))
     summary = RunSummary(run_id=store.run_id, status="finished", benchmark=cfg.benchmark, harness=cfg.harness,
-                         target_model=cfg.target_model, optimizer_model="", versions={"seed": 0, "best": 0, "final": 0},
+                         target_model=cfg.target_model, optimizer_model="", versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
     store.write_summary(summary)
     index = RunIndex(runs_dir / "skillopt.db")

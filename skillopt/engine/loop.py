@@ -1,23 +1,28 @@
-"""The training loop (DESIGN.md section 6). Reads top to bottom: rollouts, score, reflect,
-aggregate, select, apply, gate; consolidate at the end of each epoch; test once at the end."""
+"""The training loop (DESIGN.md section 6). A step reads top to bottom: rollouts of the incumbent on
+a train batch, proposals (a population of candidates), preparation (apply, leakage check, token
+cap), the screen on each candidate's own train tasks, and the sequential gate on validation for the
+best screened ones. Consolidation at the end of each epoch; test once at the end (engine/run.py).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import math
 import random
 from dataclasses import dataclass
 
 from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.config import RunConfig
-from skillopt.edits import Edit, apply_edits
+from skillopt.engine.candidates import Preparer, build_proposers, propose_all
 from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, VersionSaved
+from skillopt.engine.gating import GateSettings, Side, noninferiority_gate, screen, sequential_gate
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.errors import BudgetExceeded
+from skillopt.errors import BudgetExceeded, RunFailed
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
-from skillopt.optimizer import PairedGate, aggregate, consolidate, make_minibatches, make_schedule, reflect, select
-from skillopt.optimizer.types import GateDecision, ScoredRollout
+from skillopt.optimizer.consolidate import consolidate
+from skillopt.optimizer.schedule import make_schedule
+from skillopt.optimizer.gate import SignTest
+from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.types import Candidate, GateDecision, ScoredRollout
 from skillopt.skill import Skill
 from skillopt.store.records import RolloutRecord, RunState, SplitScore
 from skillopt.store.run import RunStore
@@ -32,19 +37,23 @@ class Context:
     runner: RolloutRunner
     optimizer: ModelSpec
     emit: Emitter
+    deterministic: bool = False  # rollouts at temperature 0 with a seed (see run.deterministic_mode)
 
 
 def split_score(records: list[RolloutRecord]) -> SplitScore:
-    n = max(1, len(records))
-    return SplitScore(hard=round(sum(r.hard for r in records) / n, 6),
-                      soft=round(sum(r.soft for r in records) / n, 6), n=len(records))
+    """Mean scores over the scored rollouts; errored ones (infrastructure) are counted apart."""
+    scored = [r for r in records if not r.errored]
+    n = max(1, len(scored))
+    return SplitScore(hard=round(sum(r.hard for r in scored) / n, 6), soft=round(sum(r.soft for r in scored) / n, 6),
+                      n=len(scored), errors=len(records) - len(scored))
 
 
 def per_task(records: list[RolloutRecord], metric: str) -> dict[str, float]:
-    """Mean score per task over trials."""
+    """Mean score per task over its scored trials (errored rollouts left out)."""
     sums: dict[str, list[float]] = {}
     for r in records:
-        sums.setdefault(r.task_id, []).append(getattr(r, metric))
+        if not r.errored:
+            sums.setdefault(r.task_id, []).append(getattr(r, metric))
     return {t: sum(v) / len(v) for t, v in sums.items()}
 
 
@@ -52,17 +61,35 @@ class Trainer:
     def __init__(self, ctx: Context, state: RunState):
         self.ctx, self.state = ctx, state
         cfg = ctx.cfg
-        self.tasks = {s: list(ctx.benchmark.tasks(s)) for s in ("train", "val")}
+        self.tasks = {s: list(ctx.benchmark.tasks(s)) for s in ("train", "val")}  # type: ignore[arg-type]
+        self.val_order = list(self.tasks["val"])
+        random.Random(cfg.splits.seed * 7919 + 17).shuffle(self.val_order)  # the gate's fixed order
         lr = cfg.train.learning_rate
         self.schedule = make_schedule(lr.schedule, lr.initial, lr.final)
-        batches = math.ceil(len(self.tasks["train"]) / max(1, cfg.train.batch_size))
+        batches = -(-len(self.tasks["train"]) // max(1, cfg.train.batch_size))
         self.total_steps = max(1, batches * cfg.train.epochs)
+        g = cfg.gate
+        self.settings = GateSettings(
+            test=SignTest(planned=len(self.val_order) * g.trials, alpha=g.alpha, interim_alpha=g.interim_alpha,
+                          min_effect=g.min_effect, futility=g.futility),
+            metric=g.metric, trials=g.trials, deterministic=ctx.deterministic, concurrency=cfg.train.concurrency,
+            early_stop=g.early_stop)
+        if state.rejected_buffer and not state.ledger.rejected:  # a run from before the ledger
+            from skillopt.edits import Edit
+
+            state.ledger.rejected = [Edit.model_validate(e) for e in state.rejected_buffer]
+            state.rejected_buffer = []
+        self.proposers = build_proposers(ctx)
+        self.preparer = Preparer(ctx)
 
     # the loop ------------------------------------------------------------------------------------
     async def train(self) -> None:
         cfg, st = self.ctx.cfg, self.state
         if st.baseline_val is None:
             st.baseline_val = st.incumbent_val = await self.evaluate(0, "val", "baseline val")
+            if st.baseline_val.n == 0:
+                raise RunFailed(f"every rollout of the baseline errored ({st.baseline_val.errors} on val): "
+                                f"{self.last_error()}")
             self.ctx.store.update_version(0, val_score=getattr(st.baseline_val, cfg.gate.metric))
             self.checkpoint()
         while st.epoch < cfg.train.epochs:
@@ -81,104 +108,99 @@ class Trainer:
 
     async def step(self, batch: list[Task]) -> None:
         cfg, store, n = self.ctx.cfg, self.ctx.store, self.state.step + 1
-        inc = self.state.incumbent
-        skill = store.skill(inc)
+        inc, skill = self.state.incumbent, self.ctx.store.skill(self.state.incumbent)
         self.ctx.emit(PhaseStarted(f"step {n} rollouts", len(batch) * cfg.train.trials))
-        records = await self.ctx.runner.run_many(skill, inc, batch, "train", cfg.train.trials)
-        scored = [self.scored(r, t) for r, t in zip(records, [t for t in batch for _ in range(cfg.train.trials)])]
+        records = await self.ctx.runner.run_many(skill, inc, batch, "train", cfg.train.trials,
+                                                 retries=cfg.train.retry_errored)
+        by_id = {t.id: t for t in batch}
+        scored = [self.scored(r, by_id[r.task_id]) for r in records if not r.errored]
         store.write_step(n, "batch.json", {"version": inc, "tasks": [t.id for t in batch],
                                            "train": split_score(records).model_dump()})
-        edits, proposed, reflections = await self.propose(skill, scored)
         lr = self.schedule(n - 1, self.total_steps)
-        selected = select(edits, lr)
-        store.write_step(n, "reflections.json", reflections)
-        store.write_step(n, "proposed.json", proposed)
-        store.write_step(n, "selected.json", selected)
-        metrics = {"step": n, "epoch": self.state.epoch, "version": inc, "learning_rate": lr,
-                   "train_hard": split_score(records).hard, "proposed": len(proposed), "selected": len(selected)}
-        decision = await self.try_edits(n, skill, selected, metrics) if selected else None
-        metrics["decision"] = None if decision is None else ("accept" if decision.accepted else "reject")
-        metrics["val"] = getattr(self.state.incumbent_val, cfg.gate.metric, None)
-        self.finish_step(n, metrics)
+        search = SearchState(step=n, version=inc, skill=skill, scored=scored, tasks=by_id,
+                             rejected=list(self.state.ledger.rejected), max_edits=lr, pool=self.state.pool,
+                             ledger=self.state.ledger)
+        self.ctx.runner.meter.check()
+        candidates = await propose_all(self.proposers, search, self.ctx.emit)
+        store.write_step(n, "reflections.json", search.reflections)
+        for c in candidates:
+            self.preparer.prepare(c, skill, list(by_id.values()))
+        incumbent_train = {r.task_id: r for r in records}
+        for c in candidates:
+            if c.status == "proposed":
+                await self.screen(c, incumbent_train, by_id)
+        decision = await self.gate_candidates(n, skill, candidates)
+        store.write_step(n, "candidates.json", candidates)
+        self.finish_step(n, lr, records, candidates, decision)
 
-    async def try_edits(self, n: int, skill: Skill, selected: list[Edit], metrics: dict) -> GateDecision | None:
-        cfg, store = self.ctx.cfg, self.ctx.store
-        result = apply_edits(skill, selected, token_cap=cfg.train.skill_token_cap)
-        store.write_step(n, "applied.json", result.reports)
-        metrics["applied"] = len(result.applied)
-        if not result.applied:
-            self.ctx.emit(Note(f"step {n}: no edit applied ({', '.join(r.status for r in result.reports)})"))
-            return None
-        if result.over_cap:
-            self.ctx.emit(Note(f"step {n}: candidate has {result.tokens} tokens, over the cap of "
-                               f"{cfg.train.skill_token_cap}; rejected without evaluation"))
-            self.reject(result.applied)
-            return None
-        cand = store.add_version(result.skill, parent=self.state.incumbent, origin=f"step {n}", step=n)
-        store.write_step(n, "candidate.md", result.skill.render())
-        decision = await self.gate(cand.version, result.skill)
-        store.write_step(n, "gate.json", decision)
-        if not decision.accepted:
-            self.reject(result.applied)
+    async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord], tasks: dict[str, Task]) -> None:
+        if not self.ctx.cfg.train.screen:
+            return
+        source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
+        c.screen = await screen(self.ctx.runner, Side(c.version, self.ctx.store.skill(c.version)),  # type: ignore[arg-type]
+                                source, incumbent, self.ctx.cfg.gate.metric)
+        if not c.screen.passed:
+            c.status = "screened-out"
+            c.note = f"screen: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
+            v = self.ctx.store.update_version(c.version, status="screened-out")  # type: ignore[arg-type]
+            self.state.ledger.record(c.edits, accepted=False)
+            self.ctx.emit(VersionSaved(v, None))
+
+    async def gate_candidates(self, n: int, skill: Skill, candidates: list[Candidate]) -> GateDecision | None:
+        ready = [c for c in candidates if c.status == "proposed"]
+        ready.sort(key=lambda c: (-(c.screen.gain if c.screen else 0.0), len(c.edits), c.id))
+        decision = None
+        for i, c in enumerate(ready):
+            if i >= self.ctx.cfg.gate.per_step or (decision is not None and decision.accepted):
+                c.status, c.note = "not-gated", c.note or "passed the screen; another candidate was gated first"
+                continue
+            decision = await self.gate(c, skill)
+            self.ctx.store.write_step(n, "gate.json", decision)
         return decision
 
-    async def propose(self, skill: Skill, scored: list[ScoredRollout]):
-        cfg = self.ctx.cfg
-        batches = make_minibatches(scored, cfg.train.minibatch_size, cfg.train.include_successes,
-                                   cfg.train.max_reflections_per_step)
-        rejected = [Edit.model_validate(e) for e in self.state.rejected_buffer]
-        lr_max = max(cfg.train.learning_rate.initial, cfg.train.learning_rate.final)
+    async def gate(self, c: Candidate, inc_skill: Skill) -> GateDecision:
+        st, store = self.state, self.ctx.store
+        cand_skill = store.skill(c.version)  # type: ignore[arg-type]
+        st.decisions += 1
+        self.ctx.emit(PhaseStarted(f"gate v{c.version:03d}", self.settings.test.planned))
+        decision = await sequential_gate(self.ctx.runner, Side(st.incumbent, inc_skill), Side(c.version, cand_skill),  # type: ignore[arg-type]
+                                         self.val_order, self.settings, st.decisions)
+        c.gate, c.status = decision, "accepted" if decision.accepted else "rejected"
         self.ctx.runner.meter.check()
-        reflections = await asyncio.gather(*[
-            reflect(self.ctx.models, self.ctx.optimizer, skill, fails, wins, rejected, lr_max,
-                    cfg.models.optimizer_max_tokens, cfg.models.optimizer_temperature)
-            for fails, wins in batches
-        ])
-        for r in reflections:
-            if r.error:
-                self.ctx.emit(Note(f"reflection failed (recorded): {r.error}"))
-        proposed = [e for r in reflections for e in r.edits]
-        return aggregate(proposed, rejected), proposed, list(reflections)
-
-    async def gate(self, version: int, skill: Skill) -> GateDecision:
-        """Paired comparison on val, evaluated in chunks so it can stop once the candidate cannot win."""
-        cfg, runner, metric = self.ctx.cfg, self.ctx.runner, self.ctx.cfg.gate.metric
-        inc_records = await runner.run_many(self.ctx.store.skill(self.state.incumbent), self.state.incumbent,
-                                            self.tasks["val"], "val", cfg.train.trials)
-        gate = PairedGate(per_task(inc_records, metric), metric, cfg.gate.min_delta)
-        self.ctx.emit(PhaseStarted(f"gate v{version:03d}", len(self.tasks["val"]) * cfg.train.trials))
-        cand_records: list[RolloutRecord] = []
-        chunk = max(1, cfg.train.concurrency)
-        for i in range(0, len(self.tasks["val"]), chunk):
-            part = await runner.run_many(skill, version, self.tasks["val"][i : i + chunk], "val", cfg.train.trials)
-            cand_records += part
-            for task_id, s in per_task(part, metric).items():
-                gate.add(task_id, s)
-            if cfg.gate.early_stop and not gate.can_still_win():
-                break
-        decision = gate.decide(version, self.state.incumbent)
-        score = split_score(cand_records)
-        status = "accepted" if decision.accepted else "rejected"
-        v = self.ctx.store.update_version(version, status=status, val_score=decision.candidate_score)
+        v = store.update_version(c.version, status=c.status, val_score=decision.candidate_score)  # type: ignore[arg-type]
+        st.pool.add(c.version, st.incumbent, c.edits, decision)  # type: ignore[arg-type]
+        st.ledger.record(c.edits, decision.accepted)
         if decision.accepted:
-            self.state.incumbent = self.state.best = version
-            self.state.incumbent_val = score
+            st.incumbent = st.best = c.version  # type: ignore[assignment]
+            st.incumbent_val = SplitScore(hard=decision.candidate_score, soft=decision.candidate_score,
+                                          n=decision.evaluated)
         self.ctx.emit(VersionSaved(v, decision))
         return decision
 
     async def consolidate_epoch(self) -> None:
-        cfg, store = self.ctx.cfg, self.ctx.store
-        skill = store.skill(self.state.incumbent)
+        cfg, store, st = self.ctx.cfg, self.ctx.store, self.state
+        skill = store.skill(st.incumbent)
         self.ctx.runner.meter.check()
         cand, note = await consolidate(self.ctx.models, self.ctx.optimizer, skill, cfg.train.skill_token_cap,
                                        cfg.models.optimizer_max_tokens)
-        self.ctx.emit(Note(f"consolidate epoch {self.state.epoch + 1}: {note}"))
+        self.ctx.emit(Note(f"consolidate epoch {st.epoch + 1}: {note}"))
         if cand is None:
             return
-        v = store.add_version(cand, parent=self.state.incumbent, origin=f"consolidate epoch {self.state.epoch + 1}")
-        decision = await self.gate(v.version, cand)
-        store.append_metric({"consolidate_epoch": self.state.epoch + 1, "version": v.version,
-                             "decision": "accept" if decision.accepted else "reject", "reason": decision.reason})
+        v = store.add_version(cand, parent=st.incumbent, origin=f"consolidate epoch {st.epoch + 1}")
+        st.decisions += 1
+        self.ctx.emit(PhaseStarted(f"consolidation v{v.version:03d}", self.settings.test.planned))
+        decision = await noninferiority_gate(self.ctx.runner, Side(st.incumbent, skill), Side(v.version, cand),
+                                             self.val_order, self.settings, st.decisions,
+                                             cfg.gate.noninferiority_margin)
+        store.write_json(f"consolidation/epoch-{st.epoch + 1:03d}.json", decision)
+        status = "accepted" if decision.accepted else "rejected"
+        saved = store.update_version(v.version, status=status, val_score=decision.candidate_score)
+        if decision.accepted:
+            st.incumbent = st.best = v.version
+        self.ctx.emit(VersionSaved(saved, decision))
+        store.append_metric({"consolidate_epoch": st.epoch + 1, "version": v.version,
+                             "decision": "accept" if decision.accepted else "reject", "reason": decision.reason,
+                             "val_rollouts": decision.rollouts})
 
     # helpers ---------------------------------------------------------------------------------------
     def batches(self, epoch: int) -> list[list[Task]]:
@@ -193,20 +215,37 @@ class Trainer:
                              output=r.output[-1500:], hard=r.hard, soft=r.soft, feedback=r.feedback,
                              summary=r.summary, error=r.error)
 
-    def reject(self, edits: list[Edit]) -> None:
-        self.state.rejected_buffer = (self.state.rejected_buffer + [e.model_dump() for e in edits])[-30:]
-
     async def evaluate(self, version: int, split: str, label: str) -> SplitScore:
-        tasks = list(self.ctx.benchmark.tasks(split))  # type: ignore[arg-type]
-        self.ctx.emit(PhaseStarted(label, len(tasks) * self.ctx.cfg.train.trials))
-        records = await self.ctx.runner.run_many(self.ctx.store.skill(version), version, tasks, split,
-                                                 self.ctx.cfg.train.trials)
-        return split_score(records)
+        return split_score(await self.evaluate_records(version, split, label))
 
-    def finish_step(self, n: int, metrics: dict) -> None:
+    async def evaluate_records(self, version: int, split: str, label: str) -> list[RolloutRecord]:
+        cfg = self.ctx.cfg
+        tasks = self.val_order if split == "val" else list(self.ctx.benchmark.tasks(split))  # type: ignore[arg-type]
+        self.ctx.emit(PhaseStarted(label, len(tasks) * cfg.gate.trials))
+        return await self.ctx.runner.run_many(self.ctx.store.skill(version), version, tasks, split, cfg.gate.trials,
+                                              retries=cfg.train.retry_errored)
+
+    def last_error(self) -> str:
+        return (self.ctx.runner.last_error or "no error message")[:300]
+
+    def finish_step(self, n: int, lr: int, records: list[RolloutRecord], candidates: list[Candidate],
+                    decision: GateDecision | None) -> None:
         snap = self.ctx.runner.meter.snapshot()
-        metrics.update({"tokens": snap.tokens, "cost_usd": round(snap.known_cost_usd, 6),
-                        "cost_unknown": snap.cost_unknown, "rollouts": snap.rollouts})
+        gated = [c for c in candidates if c.gate is not None]
+        metrics = {
+            "step": n, "epoch": self.state.epoch, "version": self.state.incumbent, "learning_rate": lr,
+            "train_hard": split_score(records).hard, "train_errors": split_score(records).errors,
+            "candidates": len(candidates), "proposed": sum(len(c.edits) for c in candidates),
+            "selected": len(gated), "applied": sum(c.version is not None for c in candidates),
+            "leaked": sum(c.status == "leaked" for c in candidates),
+            "screened_out": sum(c.status == "screened-out" for c in candidates),
+            "screen_rollouts": sum(c.screen.rollouts for c in candidates if c.screen),
+            "val_rollouts": sum(c.gate.rollouts for c in gated),
+            "decision": None if decision is None else ("accept" if decision.accepted else "reject"),
+            "val": getattr(self.state.incumbent_val, self.ctx.cfg.gate.metric, None),
+            "tokens": snap.tokens, "cost_usd": round(snap.known_cost_usd, 6), "cost_unknown": snap.cost_unknown,
+            "rollouts": snap.rollouts,
+        }
         self.ctx.emit(StepDone(n, self.state.epoch, metrics))
 
     def checkpoint(self) -> None:

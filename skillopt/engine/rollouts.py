@@ -76,7 +76,8 @@ class Lanes:
 
 class RolloutRunner:
     """Runs (skill, task, trial) rollouts; each finished rollout is appended to rollouts.jsonl
-    before anything else happens, so an interrupted run never pays for it again."""
+    (through the run's grouped writer) before it counts as done, so an interrupted run never pays
+    for it again."""
 
     grace_s = 30.0  # past the rollout timeout, before a harness that did not return is given up
 
@@ -96,8 +97,11 @@ class RolloutRunner:
         if not self._folderless:
             self._lanes.clear_dead()
         self._task_hashes: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, content hash)
-        self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts()}
+        # errored rollouts (infrastructure failures) are on disk as spent calls, never as results
+        self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts() if not r.errored}
         self.cache_hits = 0
+        self.executed = 0  # rollouts run by this process (cache hits excluded)
+        self.last_error: str | None = None  # of the last errored rollout
         self._inflight: dict[str, asyncio.Future] = {}  # key -> its record, while a rollout runs
 
     def key(self, skill_sha: str, task: Task, trial: int) -> str:
@@ -107,11 +111,23 @@ class RolloutRunner:
         return rollout_key(skill_sha, task, self.harness.name, self.target, trial, self.salt, held[1])
 
     async def run_many(self, skill: Skill, version: int, tasks: Sequence[Task], split: str,
-                       trials: int = 1) -> list[RolloutRecord]:
-        """Every (task, trial) of `tasks`, in that order. At most `concurrency` rollouts run at once,
-        from a fixed pool of workers (not one coroutine per rollout: a 100,000-task split stays small)."""
+                       trials: int = 1, retries: int = 0, first_trial: int = 0) -> list[RolloutRecord]:
+        """Every (task, trial) rollout, in order. Errored ones (infrastructure) are run again, up to
+        `retries` more times, after the others; what still errored comes back errored."""
+        records = await self._gather([(t, first_trial + k) for t in tasks for k in range(trials)], skill, version, split)
+        for _ in range(retries):
+            again = [i for i, r in enumerate(records) if r.errored]
+            if not again:
+                break
+            redo = await self._gather([(tasks[i // trials], first_trial + i % trials) for i in again], skill, version, split)
+            for i, r in zip(again, redo):
+                records[i] = r
+        return records
+
+    async def _gather(self, jobs: list[tuple[Task, int]], skill: Skill, version: int, split: str) -> list[RolloutRecord]:
+        """The jobs' records in order. At most `concurrency` rollouts run at once, from a fixed pool of
+        workers (not one coroutine per rollout: a 100,000-task split stays small)."""
         sha = skill.sha  # once per call, not once per rollout
-        jobs = [(t, k) for t in tasks for k in range(trials)]
         results: list[RolloutRecord | None] = [None] * len(jobs)
         todo = iter(range(len(jobs)))
 
@@ -143,6 +159,7 @@ class RolloutRunner:
             async with self._sem:
                 self.meter.check()  # a safe point: nothing is in flight for this rollout yet
                 self.meter.count_rollout()
+                self.executed += 1
                 rec, rollout = await self._execute(skill, version, task, split, trial, key)
             # saved (grouped with other rollouts, off the event loop) before it counts as done
             await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
@@ -155,7 +172,10 @@ class RolloutRunner:
             raise
         finally:
             del self._inflight[key]
-        self.cache[key] = rec
+        if not rec.errored:  # an infrastructure failure is retried when asked for again
+            self.cache[key] = rec
+        else:
+            self.last_error = rec.error
         done.set_result(rec)
         self.emit(RolloutDone(rec, cached=False))
         return rec
@@ -168,7 +188,7 @@ class RolloutRunner:
         if self._folderless:
             ws = self._lanes.work / "none"
             rollout, _ = await self._guarded_run(task, skill, ws, target)
-            score = await self.benchmark.score(task, rollout.output, ws)
+            score = await self._score(task, rollout, ws)
         else:
             rollout, score = await self._in_lane(task, skill, target)
         if self.capture is not None:
@@ -184,9 +204,14 @@ class RolloutRunner:
             patch=rollout.output.patch, summary=summarize(rollout.trace, rollout.error, self.summary_tokens),
             input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
-            trace_file=self.store.trace_path(task.id, key),
+            error_kind=rollout.error_kind, trace_file=self.store.trace_path(task.id, key),
         )
         return rec, rollout
+
+    async def _score(self, task: Task, rollout: Rollout, ws: Path) -> Score:
+        if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded
+            return Score(hard=0.0, soft=0.0, feedback=f"not scored: {rollout.error}")
+        return await self.benchmark.score(task, rollout.output, ws)
 
     async def _in_lane(self, task: Task, skill: Skill, target: ModelSpec) -> tuple[Rollout, Score]:
         """Run and score in a workspace lane; its preparation and cleanup (git, copies) in a thread."""
@@ -198,7 +223,7 @@ class RolloutRunner:
             ws = await asyncio.to_thread(folder.__enter__)
             try:
                 rollout, reusable = await self._guarded_run(task, skill, ws, target)
-                score = await self.benchmark.score(task, rollout.output, ws)
+                score = await self._score(task, rollout, ws)
             finally:
                 await asyncio.to_thread(folder.__exit__, None, None, None)
         finally:
@@ -213,4 +238,5 @@ class RolloutRunner:
             return await asyncio.wait_for(
                 self.harness.run(task, skill, ws, target, self.limits), self.limits.timeout_s + self.grace_s), True
         except asyncio.TimeoutError:
-            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s"), False
+            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s",
+                           error_kind="agent"), False

@@ -12,14 +12,16 @@ from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import Benchmark, data_hash
 from skillopt.config import RunConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
-from skillopt.engine.loop import Context, Trainer, split_score
+from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.errors import BadInput, BudgetExceeded
+from skillopt.errors import BadInput, BudgetExceeded, RunFailed
+from skillopt.harness.base import SetsTemperature
 from skillopt.harness.registry import HarnessContext, check_compatible, make_harness
 from skillopt.models import Budget, Meter, Models, ProviderEnv, ResponseCache, RetryPolicy, check_credentials
 from skillopt.models.spec import ModelSpec, parse_model_spec
 from skillopt.skill import Skill
-from skillopt.store.records import RunState, RunSummary, SplitScore, now
+from skillopt.stats import paired_difference_interval
+from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.run import RunStore, new_run_id
 
 SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
@@ -93,15 +95,15 @@ def seed_skill(cfg: RunConfig) -> Skill:
 
 def make_models(cfg: RunConfig, env: ProviderEnv, meter: Meter, cache_path: Path | None) -> Models:
     return Models(env=env, meter=meter, cache=ResponseCache(cache_path) if cache_path else None,
-                  retry=RetryPolicy(attempts=cfg.models.retries, base_delay_s=cfg.models.retry_base_delay_s),
+                  retry=RetryPolicy(attempts=cfg.models.retries + 1, base_delay_s=cfg.models.retry_base_delay_s),
                   timeout_s=cfg.models.timeout_s, prices=cfg.models.prices)
 
 
 def rollout_salt(cfg: RunConfig) -> str:
     import json
 
-    return json.dumps({"limits": cfg.limits.model_dump(), "harness_options": cfg.harness_options},
-                      sort_keys=True, default=str)
+    return json.dumps({"limits": cfg.limits.model_dump(), "harness_options": cfg.harness_options,
+                       "deterministic": [cfg.gate.deterministic, cfg.gate.seed]}, sort_keys=True, default=str)
 
 
 def _open_or_create(cfg: RunConfig, runs_dir: Path, resume: str | None) -> tuple[RunStore, RunState | None]:
@@ -141,11 +143,15 @@ def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Lis
     models = make_models(cfg, env, meter, store.root / "cache" / "responses.jsonl")
     emit(RunStarted(store.run_id, redacted(cfg), resumed=bool(resume)))
     started = store.read_summary().started_at if store.read_summary() else now()
+    harness = _harness(cfg, models)
+    deterministic = deterministic_mode(cfg, harness, specs.target)
+    if warning := gate_size_warning(cfg, benchmark):
+        emit(Note(warning))
     with token_capture(specs.target, store, env, cfg, emit) as capture:
-        runner = RolloutRunner(store, _harness(cfg, models), benchmark, specs.target, _limits(cfg, benchmark),
+        runner = RolloutRunner(store, harness, benchmark, specs.target, _limits(cfg, benchmark, deterministic),
                                meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens,
                                capture=capture)
-        ctx = Context(cfg, store, models, benchmark, runner, specs.optimizer, emit)  # type: ignore[arg-type]
+        ctx = Context(cfg, store, models, benchmark, runner, specs.optimizer, emit, deterministic)  # type: ignore[arg-type]
         trainer = Trainer(ctx, state)
         try:
             asyncio.run(_train_and_test(trainer))
@@ -153,6 +159,8 @@ def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Lis
         except BudgetExceeded as e:
             state.status, state.stop_reason = "stopped", e.reason
             emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))
+        except RunFailed as e:
+            state.status, state.stop_reason = "failed", str(e)
         except KeyboardInterrupt:
             state.status, state.stop_reason = "stopped", "interrupted"
             trainer.checkpoint()
@@ -181,18 +189,41 @@ def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: Run
 async def _train_and_test(trainer: Trainer) -> None:
     await trainer.train()
     st = trainer.state
-    for version in dict.fromkeys([0, st.best, st.incumbent]):
+    for version in dict.fromkeys([0, st.best]):
         await trainer.evaluate(version, "test", f"test v{version:03d}")
+
+
+def deterministic_mode(cfg: RunConfig, harness, target: ModelSpec) -> bool:
+    """Whether rollouts run at temperature 0 with a seed: `gate.deterministic`, where "auto" means
+    whenever the harness passes a temperature to the model (chat) and the model accepts one."""
+    if cfg.gate.deterministic != "auto":
+        return cfg.gate.deterministic == "on"
+    return isinstance(harness, SetsTemperature) and target.accepts_temperature and cfg.limits.temperature in (None, 0)
+
+
+def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
+    """A gate that can never accept (too few validation pairs for its alpha) is worth a warning
+    before any rollout: the run can still measure, but it cannot learn."""
+    from skillopt.optimizer.gate import final_bound
+
+    pairs = len(benchmark.tasks("val")) * cfg.gate.trials  # type: ignore[arg-type]
+    g = cfg.gate
+    if any(final_bound(k, g.alpha, g.interim_alpha) <= k for k in range(1, pairs + 1)):
+        return None
+    need = next(k for k in range(1, 200) if final_bound(k, g.alpha, g.interim_alpha) <= k)
+    return (f"warning: the validation split has {pairs} paired observation(s): the gate (alpha {g.alpha}) cannot "
+            f"accept any candidate with fewer than {need}; use --val-size {need} or more (20+ recommended)")
 
 
 def _harness(cfg: RunConfig, models: Models):
     return make_harness(cfg.harness, HarnessContext(models=models, options=dict(cfg.harness_options)))
 
 
-def _limits(cfg: RunConfig, benchmark: Benchmark):
-    """Benchmarks may ask for short answers (max tokens, stop sequences) unless the config says otherwise."""
+def _limits(cfg: RunConfig, benchmark: Benchmark, deterministic: bool = False):
+    """Benchmarks may ask for short answers (max tokens, stop sequences) unless the config says
+    otherwise; deterministic rollouts run at temperature 0 with the gate's seed."""
     limits = cfg.limits
-    updates = {}
+    updates: dict = {"temperature": 0.0, "seed": cfg.gate.seed} if deterministic else {}
     if "max_tokens" not in cfg.limits.model_fields_set and getattr(benchmark, "max_answer_tokens", None):
         updates["max_tokens"] = benchmark.max_answer_tokens  # type: ignore[attr-defined]
     if not limits.stop and getattr(benchmark, "stop", None):
@@ -200,39 +231,56 @@ def _limits(cfg: RunConfig, benchmark: Benchmark):
     return limits.model_copy(update=updates)
 
 
-def _scores_for(trainer: Trainer, version: int) -> dict[str, SplitScore | None]:
-    records = trainer.ctx.runner.cache.values()
-    out: dict[str, SplitScore | None] = {}
-    for split in ("val", "test"):
-        mine = [r for r in records if r.version == version and r.split == split]
-        if not mine:  # same content may be stored under another version number
-            sha = trainer.ctx.store.version(version).sha
-            mine = [r for r in records if r.skill_sha == sha and r.split == split]
-        out[split] = split_score(mine) if mine else None
-    return out
+def _records_for(trainer: Trainer, version: int, split: str) -> list[RolloutRecord]:
+    """A version's rollouts of a split, the latest per (task, trial), a scored one over an errored
+    one (by content: the same skill may hold two numbers). Sampled targets: every draw counts."""
+    sha = trainer.ctx.store.version(version).sha
+    latest: dict[tuple[str, int], RolloutRecord] = {}
+    for r in trainer.ctx.store.rollouts():
+        if r.skill_sha == sha and r.split == split:
+            latest[(r.task_id, r.trial)] = r if not r.errored else latest.get((r.task_id, r.trial), r)
+    return list(latest.values())
+
+
+def _test_delta(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str):
+    a, b = per_task(seed, metric), per_task(best, metric)
+    common = sorted(t for t in a if t in b)
+    if not common:
+        return None, 0, 0
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    wins = sum(y > x + 1e-9 for x, y in zip(xs, ys))
+    losses = sum(y < x - 1e-9 for x, y in zip(xs, ys))
+    return paired_difference_interval(xs, ys), wins, losses
 
 
 def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> RunSummary:
     st, store, cfg = trainer.state, trainer.ctx.store, trainer.ctx.cfg
     versions = store.versions()
     tasks = [t for s in ("train", "val", "test") for t in benchmark.tasks(s)]  # type: ignore[arg-type]
-    roles = {"seed": 0, "best": st.best, "final": st.incumbent}
+    roles = {"seed": 0, "best": st.best}
+    records = {(role, split): _records_for(trainer, v, split) for role, v in roles.items() for split in ("val", "test")}
+    scores = {role: {split: split_score(records[(role, split)]) if records[(role, split)] else None
+                     for split in ("val", "test")} for role in roles}
+    delta, wins, losses = _test_delta(records[("seed", "test")], records[("best", "test")], cfg.gate.metric)
+    candidates: dict[str, int] = {}
+    decisions = val_rollouts = accepted_edits = rejected_edits = 0
+    for n in range(1, st.step + 2):
+        for c in store.read_step(n, "candidates.json") or []:
+            candidates[c["status"]] = candidates.get(c["status"], 0) + 1
+            if c.get("gate"):
+                decisions += 1
+                val_rollouts += c["gate"].get("rollouts", 0)
+                if c["status"] == "accepted":
+                    accepted_edits += len(c["edits"])
+                else:
+                    rejected_edits += len(c["edits"])
     return RunSummary(
         run_id=store.run_id, status=st.status, benchmark=cfg.benchmark, harness=cfg.harness,
         target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=data_hash(tasks),
-        versions=roles, scores={role: _scores_for(trainer, v) for role, v in roles.items()},
+        versions=roles, scores=scores, test_delta=delta, test_wins=wins, test_losses=losses,
+        gate_decisions=decisions, val_rollouts=val_rollouts, candidates=candidates,
         candidates_accepted=sum(v.status == "accepted" for v in versions),
-        candidates_rejected=sum(v.status == "rejected" for v in versions),
-        edits_accepted=_count_edits(store, st.step, True), edits_rejected=_count_edits(store, st.step, False),
+        candidates_rejected=sum(v.status in ("rejected", "screened-out") for v in versions),
+        edits_accepted=accepted_edits, edits_rejected=rejected_edits,
         steps=st.step, stop_reason=st.stop_reason, meter=trainer.ctx.runner.meter.snapshot(), started_at=started,
     )
-
-
-def _count_edits(store: RunStore, steps: int, accepted: bool) -> int:
-    total = 0
-    for n in range(1, steps + 2):
-        gate = store.read_step(n, "gate.json")
-        applied = store.read_step(n, "applied.json") or []
-        if gate is not None and gate.get("accepted") == accepted:
-            total += sum(1 for r in applied if r.get("status") == "applied")
-    return total

@@ -17,6 +17,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -193,6 +194,22 @@ def child_env(home: Path, inherited: dict[str, str], **values: str) -> dict[str,
 
 # -- the shape every agent harness shares ------------------------------------------------------------
 
+_INFRA = re.compile(
+    r"API Error: (?:429|5\d\d)|API Error: Connection|overloaded|rate.?limit|ECONNREFUSED|ECONNRESET|"
+    r"connection (?:error|refused|reset)|cannot reach|stream disconnected|Service Unavailable|Bad Gateway|"
+    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError)",
+    re.IGNORECASE)
+
+
+def error_kind(errors: list[str]) -> str | None:
+    """Whose failure the errors of an agent rollout were: "infra" when the model endpoint failed
+    (after the agent's own retries) or the agent could not run at all; "agent" otherwise (it gave
+    up, ran out of turns or time, gave no answer); None without errors."""
+    if not errors:
+        return None
+    return "infra" if any(_INFRA.search(e) for e in errors) else "agent"
+
+
 class AgentTrace:
     """Builds a rollout's normalized trace as the agent's native events arrive (`feed`), with the
     final answer, the usage, and the reasons the agent failed (none: it did not)."""
@@ -338,6 +355,7 @@ class AgentHarness:
         raw = run.raw if run is not None else []
         return Rollout(task_id=task.id, output=RolloutOutput(text=trace.answer, patch=patch), trace=trace.events,
                        usage=trace.usage, duration_s=time.monotonic() - t0, error="; ".join(trace.errors) or None,
+                       error_kind=error_kind(trace.errors),  # type: ignore[arg-type]
                        raw_log="\n".join(raw) + "\n" if raw else None)
 
     # what each agent says

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,7 @@ class Limits(BaseModel):
     max_turns: int = 20
     stop: tuple[str, ...] = ()
     temperature: float | None = None
+    seed: int | None = None  # sampling seed, where the provider takes one (deterministic rollouts)
 
 
 class Usage(BaseModel):
@@ -43,8 +44,16 @@ class Usage(BaseModel):
         )
 
 
+ErrorKind = Literal["infra", "agent"]
+
+
 class Rollout(BaseModel):
-    """What a harness returns. `error` is set when the agent or model failed; never raised."""
+    """What a harness returns. `error` is set when the agent or model failed; never raised.
+
+    `error_kind` says whose failure it was: "infra" (the model could not be reached or answered
+    garbage after every retry, the agent's process could not run): no score, never cached,
+    retried later; "agent" (it answered badly, gave up, ran out of time): scored as it is.
+    """
 
     task_id: str
     output: RolloutOutput = Field(default_factory=RolloutOutput)
@@ -52,6 +61,7 @@ class Rollout(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     duration_s: float = 0.0
     error: str | None = None
+    error_kind: ErrorKind | None = None
     raw_log: str | None = None  # the harness's native log (stream-json, exec --json), if any
 
 
@@ -68,6 +78,14 @@ class Harness(Protocol):
     apis: frozenset[str]
 
     async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout: ...
+
+
+@runtime_checkable
+class SetsTemperature(Protocol):
+    """A harness that passes `Limits.temperature` and `Limits.seed` to the model (the chat
+    harness); agent harnesses cannot, so their rollouts are sampled."""
+
+    sets_temperature: bool
 
 
 @runtime_checkable

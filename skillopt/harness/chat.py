@@ -22,6 +22,7 @@ class ChatHarness:
     apis: frozenset[str] = frozenset()
     skill_dir: str | None = None  # the skill goes in the system prompt, not on disk
     prompt_only = True  # no workspace folder (harness.base.PromptOnly)
+    sets_temperature = True  # Limits.temperature and seed reach the model (deterministic rollouts)
 
     def __init__(self, ctx: HarnessContext):
         self.models = ctx.models
@@ -39,7 +40,7 @@ class ChatHarness:
         user = task.prompt if not task.context else f"{task.context}\n\n{task.prompt}"
         req = ChatRequest(
             messages=(Message(role="system", content=system), Message(role="user", content=user)),
-            max_tokens=limits.max_tokens, temperature=limits.temperature, stop=limits.stop,
+            max_tokens=limits.max_tokens, temperature=limits.temperature, stop=limits.stop, seed=limits.seed,
         )
         trace = [  # the skill is stored once per version (skills/), not again in every rollout's trace
             MessageEvent(role="system", text=f"(system prompt: skill {skill.name} sha {skill.short_sha}, "
@@ -52,7 +53,8 @@ class ChatHarness:
             resp = await self.models.chat(target, req, role="target", cache=False)
         except ModelCallError as e:
             trace.append(ErrorEvent(t=time.monotonic() - t0, message=str(e)))
-            return Rollout(task_id=task.id, trace=trace, duration_s=time.monotonic() - t0, error=str(e))
+            return Rollout(task_id=task.id, trace=trace, duration_s=time.monotonic() - t0, error=str(e),
+                           error_kind="infra" if e.transient else "agent")
         dt = time.monotonic() - t0
         cost = cost_usd(target, resp.input_tokens, resp.output_tokens, self.models.prices)
         trace.append(MessageEvent(t=dt, role="assistant", text=resp.text))
@@ -61,7 +63,7 @@ class ChatHarness:
         usage = Usage(input_tokens=resp.input_tokens, output_tokens=resp.output_tokens, cost_usd=cost, calls=1)
         error = None if resp.text.strip() else f"empty answer (finish_reason={resp.finish_reason})"
         return Rollout(task_id=task.id, output=RolloutOutput(text=resp.text), trace=trace, usage=usage,
-                       duration_s=dt, error=error)
+                       duration_s=dt, error=error, error_kind="agent" if error else None)
 
 
 @harness("chat", description="one chat-completion call per task; the skill is the system prompt")

@@ -82,10 +82,10 @@ class JsonPoster:
             raise ModelCallError(msg)
         try:
             out = json.loads(raw)
-        except ValueError as e:
-            raise HttpTransientError(f"{what}: the server's reply is not JSON: {raw[:200]!r}") from e
+        except ValueError as e:  # a 200 whose body is not a reply: a retry may get a whole one
+            raise HttpTransientError(f"{what}: malformed reply: not JSON: {raw[:200]!r}") from e
         if not isinstance(out, dict):
-            raise ModelCallError(f"{what}: the server's reply is not a JSON object: {raw[:200]!r}")
+            raise HttpTransientError(f"{what}: malformed reply: not a JSON object: {raw[:200]!r}")
         return out
 
 

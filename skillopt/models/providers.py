@@ -120,21 +120,25 @@ class OpenAIProvider:
             raise _classify(e, e.status_code, spec) from e
         except (openai.APIConnectionError, openai.APITimeoutError) as e:
             raise TransientError(f"{spec}: cannot reach the server: {_short(e)}") from e
-        choice = r.choices[0] if r.choices else None
-        text = (choice.message.content or "") if choice else ""
-        extra = {}
-        for field in ("prompt_token_ids",):
-            if getattr(r, field, None) is not None:
-                extra[field] = getattr(r, field)
-        return ChatResponse(
-            text=text,
-            input_tokens=getattr(r.usage, "prompt_tokens", 0) or 0,
-            output_tokens=getattr(r.usage, "completion_tokens", 0) or 0,
-            latency_s=time.monotonic() - t0,
-            finish_reason=choice.finish_reason if choice else None,
-            extra=extra,
-        )
-
+        except (openai.APIResponseValidationError, ValueError) as e:  # a 200 whose body is not a reply
+            raise TransientError(f"{spec}: malformed reply: {_short(e)}") from e
+        try:
+            choice = r.choices[0] if r.choices else None
+            text = (choice.message.content or "") if choice else ""
+            extra = {}
+            for field in ("prompt_token_ids",):
+                if getattr(r, field, None) is not None:
+                    extra[field] = getattr(r, field)
+            return ChatResponse(
+                text=text,
+                input_tokens=getattr(r.usage, "prompt_tokens", 0) or 0,
+                output_tokens=getattr(r.usage, "completion_tokens", 0) or 0,
+                latency_s=time.monotonic() - t0,
+                finish_reason=choice.finish_reason if choice else None,
+                extra=extra,
+            )
+        except (AttributeError, TypeError, IndexError, ValueError) as e:
+            raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e
 
     async def _complete_http(self, spec: ModelSpec, body: dict[str, Any], t0: float) -> ChatResponse:
         url, headers = self._endpoint(spec)
@@ -142,18 +146,21 @@ class OpenAIProvider:
             r = await self._http.post(url, body, headers, str(spec))
         except HttpTransientError as e:
             raise TransientError(str(e), e.retry_after) from e
-        choices = r.get("choices") or []
-        choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-        usage = r.get("usage") or {}
-        extra = {"prompt_token_ids": r["prompt_token_ids"]} if r.get("prompt_token_ids") is not None else {}
-        return ChatResponse(
-            text=(choice.get("message") or {}).get("content") or "",
-            input_tokens=usage.get("prompt_tokens") or 0,
-            output_tokens=usage.get("completion_tokens") or 0,
-            latency_s=time.monotonic() - t0,
-            finish_reason=choice.get("finish_reason"),
-            extra=extra,
-        )
+        try:
+            choices = r.get("choices") or []
+            choice = choices[0] if choices else {}
+            usage = r.get("usage") or {}
+            extra = {"prompt_token_ids": r["prompt_token_ids"]} if r.get("prompt_token_ids") is not None else {}
+            return ChatResponse(
+                text=(choice.get("message") or {}).get("content") or "",
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                latency_s=time.monotonic() - t0,
+                finish_reason=choice.get("finish_reason"),
+                extra=extra,
+            )
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as e:  # a 200 whose body is not a reply
+            raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e
 
 
 def _azure_token_provider():
@@ -204,11 +211,16 @@ class AnthropicProvider:
             raise _classify(e, e.status_code, spec) from e
         except (anthropic.APIConnectionError, anthropic.APITimeoutError) as e:
             raise TransientError(f"{spec}: cannot reach the server: {_short(e)}") from e
-        text = "".join(getattr(b, "text", "") for b in r.content if getattr(b, "type", "") == "text")
-        return ChatResponse(
-            text=text,
-            input_tokens=r.usage.input_tokens or 0,
-            output_tokens=r.usage.output_tokens or 0,
-            latency_s=time.monotonic() - t0,
-            finish_reason=r.stop_reason,
-        )
+        except (anthropic.APIResponseValidationError, ValueError) as e:
+            raise TransientError(f"{spec}: malformed reply: {_short(e)}") from e
+        try:
+            text = "".join(getattr(b, "text", "") for b in r.content if getattr(b, "type", "") == "text")
+            return ChatResponse(
+                text=text,
+                input_tokens=r.usage.input_tokens or 0,
+                output_tokens=r.usage.output_tokens or 0,
+                latency_s=time.monotonic() - t0,
+                finish_reason=r.stop_reason,
+            )
+        except (AttributeError, TypeError, ValueError) as e:
+            raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e

@@ -44,6 +44,7 @@ class StructuredFailure(BaseModel):
 
     error: str
     raw: str = ""
+    transient: bool = False  # the call itself failed after its retries (a later try may succeed)
 
 
 def check_credentials(spec: ModelSpec, env: ProviderEnv) -> None:
@@ -90,12 +91,12 @@ class Models:
             self.meter.record(CallRecord(role=role, model=str(spec), cached=True))
             return hit.model_copy(update={"cached": True})
         last: Exception | None = None
-        for attempt in range(self.retry.attempts):
+        for attempt in range(max(1, self.retry.attempts)):
             try:
                 resp = await self._provider(spec).complete(spec, req)
             except TransientError as e:
                 last = e
-                if attempt + 1 < self.retry.attempts:
+                if attempt + 1 < max(1, self.retry.attempts):
                     await asyncio.sleep(self.retry.delay(attempt, e.retry_after))
                 continue
             except ModelCallError as e:
@@ -105,9 +106,10 @@ class Models:
             if key:
                 self.cache.put(key, resp)
             return resp
-        msg = f"{spec}: gave up after {self.retry.attempts} tries: {last}"
+        tries = max(1, self.retry.attempts)
+        msg = f"{spec}: gave up after {tries} {'try' if tries == 1 else 'tries'}: {last}"
         self.meter.record(CallRecord(role=role, model=str(spec), ok=False, error=msg))
-        raise ModelCallError(msg)
+        raise ModelCallError(msg, transient=True)
 
     def _record(self, spec: ModelSpec, role: Role, resp: ChatResponse) -> None:
         self.meter.record(CallRecord(
@@ -118,7 +120,7 @@ class Models:
 
     async def chat_json(self, spec: ModelSpec, messages: list[Message], schema: type[T], role: Role,
                         max_tokens: int | None = None, temperature: float | None = None,
-                        json_schema: dict | None = None) -> T | StructuredFailure:
+                        json_schema: dict | None = None, seed: int | None = None) -> T | StructuredFailure:
         """Ask for JSON matching `schema`; one repair retry on invalid JSON, then a recorded failure.
 
         `json_schema` (default: the model's own) is what the server constrains decoding to; it may be
@@ -127,7 +129,7 @@ class Models:
         json_schema = json_schema or schema.model_json_schema()
         use_schema = spec.provider != "anthropic"  # Anthropic: schema in the prompt only
         req = ChatRequest(messages=tuple(messages), max_tokens=max_tokens, temperature=temperature,
-                          json_schema=json_schema if use_schema else None, schema_name=schema.__name__)
+                          json_schema=json_schema if use_schema else None, schema_name=schema.__name__, seed=seed)
         try:
             resp = await self.chat(spec, req, role)
             parsed = _parse(resp.text, schema)
@@ -143,7 +145,7 @@ class Models:
             parsed2 = _parse(resp2.text, schema)
             return parsed2
         except ModelCallError as e:
-            return StructuredFailure(error=str(e))
+            return StructuredFailure(error=str(e), transient=e.transient)
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

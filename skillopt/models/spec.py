@@ -12,6 +12,7 @@ Any spec may end in `@<base_url>`. `parse_model_spec` is the one function that r
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -53,6 +54,15 @@ class ModelSpec(BaseModel):
     @property
     def captures_tokens(self) -> bool:
         return self.provider == "vllm"
+
+    @property
+    def accepts_temperature(self) -> bool:
+        """False for OpenAI's reasoning models (o-series, gpt-5 but its chat variant), which refuse
+        a temperature: their rollouts cannot be made deterministic."""
+        if self.provider not in ("openai", "azure"):
+            return True
+        name = self.model.lower()
+        return not (re.match(r"^o\d", name) or (name.startswith("gpt-5") and "chat" not in name))
 
 
 def parse_model_spec(text: str) -> ModelSpec:

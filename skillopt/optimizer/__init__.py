@@ -1,11 +1,6 @@
-"""The optimizer: reflect, aggregate, select (learning rate + schedule), gate, consolidate."""
+"""The optimizer: proposers (reflection, demonstration, merge, ablation), the leakage check, the
+screen's record, the sequential gate, the Pareto pool, consolidation and the learning-rate schedule.
 
-from skillopt.optimizer.aggregate import aggregate, select
-from skillopt.optimizer.consolidate import consolidate
-from skillopt.optimizer.gate import PairedGate
-from skillopt.optimizer.reflect import make_minibatches, reflect
-from skillopt.optimizer.schedule import make_schedule
-from skillopt.optimizer.types import GateDecision, Reflection, ScoredRollout
-
-__all__ = ["GateDecision", "PairedGate", "Reflection", "ScoredRollout", "aggregate", "consolidate",
-           "make_minibatches", "make_schedule", "reflect", "select"]
+Import from the submodules (`skillopt.optimizer.gate`, ...): this package imports nothing at import
+time, so the run store can hold the optimizer's plain records without importing the model layer.
+"""

@@ -78,15 +78,20 @@ def reply_schema(skill: Skill, max_edits: int) -> dict:
 
 async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[ScoredRollout],
                   successes: list[ScoredRollout], rejected: Sequence[Edit], max_edits: int,
-                  max_tokens: int | None = None, temperature: float | None = None) -> Reflection:
+                  max_tokens: int | None = None, temperature: float | None = None,
+                  sample: int = 0) -> Reflection:
+    """One optimizer call. `sample` > 0 asks for another draw of the same prompt (a sampling seed,
+    and a temperature of at least 0.8), so several reflections on one minibatch differ."""
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
                     rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
                     editable=anchor_choices(skill, editable=True))
+    if sample:
+        temperature = max(temperature or 0.0, 0.8)
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,
                                    role="optimizer", max_tokens=max_tokens, temperature=temperature,
-                                   json_schema=reply_schema(skill, max_edits))
+                                   json_schema=reply_schema(skill, max_edits), seed=sample or None)
     ids = [r.task_id for r in failures + successes]
     if isinstance(reply, StructuredFailure):
-        return Reflection(minibatch=ids, error=reply.error)
+        return Reflection(minibatch=ids, error=reply.error, transient=reply.transient)
     edits = [e.to_edit() for e in reply.edits if e.op == "delete" or e.text.strip()]
     return Reflection(minibatch=ids, edits=edits[: max(1, max_edits)], analysis=reply.analysis)

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from skillopt.report.data import RunView, per_task
 from skillopt.report.lineage import skill_diff
-from skillopt.report.stats import (
+from skillopt.stats import (
     Interval,
     Outcomes,
     TestResult,

@@ -6,6 +6,8 @@ metrics) and the SQLite index; nothing writes.
 
 from __future__ import annotations
 
+import json
+
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import BadInput
-from skillopt.optimizer.types import GateDecision
+from skillopt.optimizer.types import Candidate, GateDecision
 from skillopt.store.records import (
     RolloutRecord,
     RunState,
@@ -187,13 +189,18 @@ class RunView:
         if "gates" in self._memo:
             return self._memo["gates"]
         out: dict[int, GateDecision] = {}
+        for c in self.candidates():
+            if c.gate is not None:
+                out[c.gate.candidate] = c.gate
+        for g in self.consolidations():
+            out[g.candidate] = g
         for path in sorted(self.store.root.glob("steps/*/gate.json")):
             try:
                 g = GateDecision.model_validate_json(path.read_text(encoding="utf-8"))
             except ValueError:
                 continue
-            out[g.candidate] = g
-        for version, gate_json in self._index_gates():
+            out.setdefault(g.candidate, g)
+        for version, gate_json in self._index_gates():  # runs from before consolidation/*.json
             if version not in out:
                 try:
                     out[version] = GateDecision.model_validate_json(gate_json)
@@ -230,6 +237,27 @@ class RunView:
                 elif m.get("version") == version.version:
                     return last + 0.5
         return None
+
+    def candidates(self) -> list[Candidate]:
+        """Every candidate of every step (steps/*/candidates.json), with its screen and gate."""
+        if "candidates" not in self._memo:
+            out: list[Candidate] = []
+            for path in sorted(self.store.root.glob("steps/*/candidates.json")):
+                try:
+                    out += [Candidate.model_validate(c) for c in json.loads(path.read_text(encoding="utf-8"))]
+                except ValueError:
+                    continue
+            self._memo["candidates"] = out
+        return self._memo["candidates"]
+
+    def consolidations(self) -> list[GateDecision]:
+        out = []
+        for path in sorted(self.store.root.glob("consolidation/epoch-*.json")):
+            try:
+                out.append(GateDecision.model_validate_json(path.read_text(encoding="utf-8")))
+            except ValueError:
+                continue
+        return out
 
     def applied_edits(self, step: int) -> list[dict[str, Any]]:
         data = self.store.read_step(step, "applied.json")

@@ -30,9 +30,10 @@ class VersionNode(BaseModel):
     step: int | None
     sha: str
     val_score: float | None
-    marks: list[str] = Field(default_factory=list)  # "seed", "best", "final"
+    marks: list[str] = Field(default_factory=list)  # "seed", "best" (older runs: also "final")
     children: list[int] = Field(default_factory=list)
     gate: GateDecision | None = None
+    note: str = ""  # a candidate's screen or why it was not tried (runs with candidates.json)
     edits: list[AppliedEdit] = Field(default_factory=list)  # what the step applied (step versions)
     scores: dict[str, SplitScore] = Field(default_factory=dict)  # split -> score from rollouts
 
@@ -64,18 +65,27 @@ def build_lineage(view: RunView) -> Lineage:
     marks: dict[int, list[str]] = {}
     for role in ("seed", "best", "final"):
         v = view.role_version(role)
-        if v is not None:
+        if v is not None and not (role == "final" and v == view.role_version("best")):
             marks.setdefault(v, []).append(role)
+    cands = {c.version: c for c in view.candidates() if c.version is not None}
     nodes = []
     for v in view.versions():
         scores = {s: sc for s in ("val", "test") if (sc := view.split_score(v.version, s)) is not None}
-        edits = []
-        if v.step is not None and v.origin.startswith("step"):
+        edits, note = [], ""
+        if (c := cands.get(v.version)) is not None:
+            edits = [AppliedEdit(op=e.op, anchor=e.anchor, text=e.text, rationale=e.rationale, evidence=e.evidence,
+                                 status="applied") for e in c.edits]
+            if c.screen is not None and c.gate is None:
+                note = (f"{c.origin}; screen on train: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} "
+                        f"on {len(c.screen.tasks)} tasks")
+            elif c.gate is None:
+                note = f"{c.origin}; {c.note or c.status}"
+        elif v.step is not None and v.origin.startswith("step"):
             edits = [_edit(r) for r in view.applied_edits(v.step) if isinstance(r, dict)]
         nodes.append(VersionNode(
             version=v.version, label=v.label, parent=v.parent, origin=v.origin, status=v.status, step=v.step,
             sha=v.sha, val_score=v.val_score, marks=marks.get(v.version, []), gate=gates.get(v.version),
-            edits=edits, scores=scores))
+            edits=edits, scores=scores, note=note))
     by_version = {n.version: n for n in nodes}
     for n in nodes:
         if n.parent is not None and n.parent in by_version:

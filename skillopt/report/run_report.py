@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from skillopt import __version__
 from skillopt.report.data import RunView, per_task
 from skillopt.report.lineage import Lineage, build_lineage, skill_diff
-from skillopt.report.stats import Interval, score_interval
+from skillopt.stats import Interval, score_interval
 from skillopt.report.svg import PALETTE, Marker, Series, heatmap, line_chart
 from skillopt.report.tables import fenced, fmt_cost, fmt_interval
 
@@ -77,8 +77,25 @@ class RoleUsage(BaseModel):
     cost_usd: float | None
 
 
+class CandidateRow(BaseModel):
+    """One candidate as the report shows it: what it changed, why, and what was decided."""
+
+    id: str
+    step: int
+    origin: str
+    version: str
+    status: str
+    edits: list[tuple[str, str, str, str]]  # op, anchor, text, rationale
+    rationale: str
+    leakage: list[str]
+    screen: str
+    gate: str
+    note: str
+
+
 class RunReport(BaseModel):
     lineage: Lineage
+    tried: list[CandidateRow] = Field(default_factory=list)
     metric: str
     baseline_val: float | None
     steps: list[StepRow] = Field(default_factory=list)
@@ -104,6 +121,7 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     rep = RunReport(lineage=tree, metric=metric, baseline_val=baseline,
                     generated_at=time.strftime("%Y-%m-%d %H:%M:%S"))
     rep.candidates = _candidates(view, tree)
+    rep.tried = _tried(view)
     rep.steps = _steps(view, rep.candidates)
     rep.heatmaps = [h for s in ("val", "test") if (h := _heatmap(view, s)) is not None]
     rep.final = _final(view)
@@ -142,6 +160,21 @@ def _candidates(view: RunView, tree: Lineage) -> list[CandidatePoint]:
                                   early_stopped=g.early_stopped,
                                   kind="consolidate" if n.origin.startswith("consolidate") else "step", reason=g.reason))
     return sorted(out, key=lambda c: (c.x, c.version))
+
+
+def _tried(view: RunView) -> list[CandidateRow]:
+    rows = []
+    for c in view.candidates():
+        screen = (f"{sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
+                  f" ({c.screen.rollouts} rollouts)" if c.screen else "-")
+        g = c.gate
+        gate = (f"{g.stop}: {g.wins} W / {g.losses} L / {g.ties} T over {g.evaluated} of {g.total} pairs, "
+                f"p = {g.p_value if g.p_value is not None else '-'}, {g.rollouts} val rollouts; {g.reason}" if g else "-")
+        rows.append(CandidateRow(
+            id=c.id, step=c.step, origin=c.origin, version="-" if c.version is None else f"v{c.version:03d}",
+            status=c.status, edits=[(e.op, e.anchor or "(end)", e.text, e.rationale) for e in c.edits],
+            rationale=c.rationale, leakage=c.leakage, screen=screen, gate=gate, note=c.note))
+    return rows
 
 
 def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
@@ -187,7 +220,7 @@ def _final(view: RunView) -> list[FinalRow]:
     rows = []
     for role in ("seed", "best", "final"):
         v = view.role_version(role)
-        if v is None:
+        if v is None or (role == "final" and v == view.role_version("best")):
             continue
         sha = view.store.version(v).sha
         row = FinalRow(role="baseline (seed)" if role == "seed" else role, version=f"v{v:03d}")

@@ -25,7 +25,7 @@ from skillopt.store.run import RunStore
 
 # the parts of a run's config that say how its rollouts were made
 SCORING_KEYS = ("benchmark", "harness", "target_model", "splits", "limits", "harness_options",
-                "benchmark_options", "train")
+                "benchmark_options", "train", "gate")
 
 
 def scoring_layer(config: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, Rollou
                     rec = RolloutRecord.model_validate_json(line)
                 except ValueError:
                     continue  # a torn last line of an interrupted run
-                if rec.key in keys and rec.key not in found:
+                if rec.key in keys and rec.key not in found and not rec.errored:  # errored: run again
                     found[rec.key] = (path.parent.name, rec)
     return found
 
@@ -90,7 +90,7 @@ def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: P
 
     skill = ref.skill
     bench = make_benchmark(cfg)
-    target, salt, trials = parse_model_spec(cfg.target_model), rollout_salt(cfg), cfg.train.trials
+    target, salt, trials = parse_model_spec(cfg.target_model), rollout_salt(cfg), cfg.gate.trials
     wanted: dict[str, dict[str, tuple[str, int]]] = {}  # split -> key -> (task id, trial)
     all_tasks: list[Task] = []
     for split in splits:
@@ -110,7 +110,8 @@ def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: P
         for split in missing:
             evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners)
         found = find_rollouts(runs_dir, keys)
-    records = {s: [found[k][1].model_copy(update={"split": s}) for k in w if k in found] for s, w in wanted.items()}
+    records = {s: [found[k][1].model_copy(update={"split": s}) for k in w if k in found and not found[k][1].errored]
+               for s, w in wanted.items()}
     tasks_now = [t for s in ("train", "val", "test") for t in load_tasks(bench, s)]
     entry = SkillEntry(label=label or ref.label, kind="file", sha=skill.sha, text=skill.render(),
                        benchmark=cfg.benchmark, harness=cfg.harness, target_model=cfg.target_model,

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from skillopt.report.compare import Comparison, PairedRow
-from skillopt.report.stats import Interval, TestResult
+from skillopt.stats import Interval, TestResult
 
 
 @dataclass

@@ -8,10 +8,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skillopt.models.meter import MeterSnapshot
+from skillopt.optimizer.credit import EditLedger
+from skillopt.optimizer.pool import ParetoPool
+from skillopt.stats import Interval
 
 SCHEMA_VERSION = 1
 
-VersionStatus = Literal["seed", "candidate", "accepted", "rejected", "manual"]
+VersionStatus = Literal["seed", "candidate", "accepted", "rejected", "screened-out", "manual"]
 
 
 def now() -> float:
@@ -53,14 +56,24 @@ class RolloutRecord(BaseModel):
     cost_usd: float | None = None
     duration_s: float = 0.0
     error: str | None = None
+    error_kind: Literal["infra", "agent"] | None = None  # "infra": not a score (see harness.base.Rollout)
     trace_file: str | None = None
     created_at: float = Field(default_factory=now)
 
 
+    @property
+    def errored(self) -> bool:
+        """An infrastructure failure: never a score, never a cache hit, never gate evidence."""
+        return self.error_kind == "infra"
+
+
 class SplitScore(BaseModel):
+    """Mean scores over the scored rollouts of a split; errored rollouts are counted, not scored."""
+
     hard: float
     soft: float
     n: int
+    errors: int = 0
 
 
 class RunState(BaseModel):
@@ -75,10 +88,13 @@ class RunState(BaseModel):
     step: int = 0  # steps completed over the whole run
     consolidated_epochs: list[int] = Field(default_factory=list)
     incumbent: int = 0
-    best: int = 0
+    best: int = 0  # the selected skill: the last incumbent (every accept passed the sequential test)
     baseline_val: SplitScore | None = None
     incumbent_val: SplitScore | None = None
-    rejected_buffer: list[dict[str, Any]] = Field(default_factory=list)
+    rejected_buffer: list[dict[str, Any]] = Field(default_factory=list)  # runs before the ledger; read once
+    ledger: EditLedger = Field(default_factory=EditLedger)
+    pool: ParetoPool = Field(default_factory=ParetoPool)
+    decisions: int = 0  # gate decisions made (numbers the fresh draws of sampled targets)
     stop_reason: str | None = None
     meter: MeterSnapshot = Field(default_factory=MeterSnapshot)
     updated_at: float = Field(default_factory=now)
@@ -93,8 +109,14 @@ class RunSummary(BaseModel):
     target_model: str
     optimizer_model: str
     data_hash: str = ""
-    versions: dict[str, int] = Field(default_factory=dict)  # seed / best / final -> version
+    versions: dict[str, int] = Field(default_factory=dict)  # seed / best (older runs: also final) -> version
     scores: dict[str, dict[str, SplitScore | None]] = Field(default_factory=dict)  # role -> split -> score
+    test_delta: Interval | None = None  # best - seed on the test split, paired per task, 95% interval
+    test_wins: int = 0  # test tasks best solved and seed did not
+    test_losses: int = 0
+    gate_decisions: int = 0
+    val_rollouts: int = 0  # validation rollouts paid by gate decisions
+    candidates: dict[str, int] = Field(default_factory=dict)  # status -> count
     edits_accepted: int = 0
     edits_rejected: int = 0
     candidates_accepted: int = 0

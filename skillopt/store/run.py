@@ -182,6 +182,16 @@ class RunStore:
         path = self.step_dir(step) / name
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
+    def write_json(self, rel: str, data: BaseModel | dict | list) -> None:
+        """A JSON file under the run (atomic), e.g. consolidation/epoch-001.json."""
+        if isinstance(data, list):
+            data = [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
+        atomic_write_json(self.root / rel, data)
+
+    def read_json(self, rel: str) -> Any:
+        path = self.root / rel
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
     def append_metric(self, record: dict[str, Any]) -> None:
         append_jsonl(self.root / "metrics.jsonl", record)
 

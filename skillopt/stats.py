@@ -39,7 +39,7 @@ class Interval(BaseModel):
     lo: float
     hi: float
     n: int
-    method: Literal["wilson", "t", "none"]
+    method: Literal["wilson", "t", "agresti-min", "none"]
 
 
 class Outcomes(BaseModel):
@@ -216,3 +216,34 @@ def paired_test(a: Mapping[str, float], b: Mapping[str, float], metric: str = "h
         return TestResult(test="mcnemar-exact", p_value=mcnemar_exact(bb, c),
                           delta=(sum(ys) - sum(xs)) / len(common), n=len(common))
     return paired_bootstrap(xs, ys, n_boot=n_boot, seed=seed)
+
+
+def paired_difference_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Interval:
+    """Interval of the mean paired difference b - a (per task, same tasks in the same order).
+
+    0/1 values: the Agresti-Min interval for matched proportions (Agresti and Min 2005): half a
+    count is added to each cell of the 2x2 table, then the Wald interval of the difference. It
+    keeps close to nominal coverage at small n and stays sensible with no discordant pair at all,
+    where Wald collapses to a point. Other values: Student's t over the differences, clipped to [-1, 1].
+    """
+    if len(a) != len(b):
+        raise ValueError("paired samples must have the same length")
+    n = len(a)
+    if n == 0:
+        return Interval(mean=0.0, lo=-1.0, hi=1.0, n=0, method="none")
+    if not all(v in (0.0, 1.0) for v in list(a) + list(b)):
+        return t_interval([y - x for x, y in zip(a, b)], level, bounds=(-1.0, 1.0))
+    only_b = sum(x == 0.0 and y == 1.0 for x, y in zip(a, b)) + 0.5
+    only_a = sum(x == 1.0 and y == 0.0 for x, y in zip(a, b)) + 0.5
+    m = n + 2.0
+    d = (only_b - only_a) / m
+    se = math.sqrt(max(0.0, (only_b + only_a) - (only_b - only_a) ** 2 / m)) / m
+    half = _z(level) * se
+    return Interval(mean=sum(y - x for x, y in zip(a, b)) / n, lo=max(-1.0, d - half), hi=min(1.0, d + half), n=n,
+                    method="agresti-min")
+
+
+def _z(level: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(0.5 + level / 2)

@@ -1,0 +1,89 @@
+"""From proposals to candidates ready for the screen: which proposers run, and the checks a
+candidate passes before any rollout (the leakage check, applying its edits, the token cap, not
+already tried)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from skillopt.benchmarks.base import Task
+from skillopt.edits import apply_edits
+from skillopt.engine.events import Emitter, Note
+from skillopt.optimizer.credit import AblationProposer
+from skillopt.optimizer.demonstrate import DemonstrationProposer
+from skillopt.optimizer.leakage import LeakageCheck
+from skillopt.optimizer.pool import MergeProposer
+from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
+from skillopt.optimizer.types import Candidate
+from skillopt.skill import Skill
+
+if TYPE_CHECKING:
+    from skillopt.engine.loop import Context
+
+EXEMPT = ("demonstration", "consolidation")  # labelled examples / rewrites of the skill itself
+
+
+def build_proposers(ctx: Context) -> list[Proposer]:
+    cfg = ctx.cfg.train
+    out: list[Proposer] = [ReflectionProposer(
+        ctx.models, ctx.optimizer, count=cfg.max_reflections_per_step, minibatch_size=cfg.minibatch_size,
+        successes=cfg.include_successes, max_tokens=ctx.cfg.models.optimizer_max_tokens,
+        temperature=ctx.cfg.models.optimizer_temperature)]
+    if cfg.demonstrations:
+        out.append(DemonstrationProposer(ctx.models, ctx.optimizer, ctx.benchmark, ctx.cfg.harness,
+                                         max_tokens=ctx.runner.limits.max_tokens))
+    if cfg.merge:
+        out.append(MergeProposer())
+    if cfg.ablations_per_step > 0:
+        out.append(AblationProposer(cfg.ablations_per_step))
+    return out
+
+
+async def propose_all(proposers: list[Proposer], state: SearchState, emit: Emitter) -> list[Candidate]:
+    """Every proposer's candidates (concurrently), duplicates dropped, numbered s<step>-c<k>."""
+    results = await asyncio.gather(*[p.propose(state) for p in proposers])
+    for r in state.reflections:
+        if r.error:
+            emit(Note(f"reflection failed (recorded): {r.error}"))
+    candidates = dedupe([c for batch in results for c in batch])
+    for k, c in enumerate(candidates, 1):
+        c.id = f"s{state.step:03d}-c{k}"
+    return candidates
+
+
+class Preparer:
+    """Turns a proposed candidate into a stored skill version, or says why it will not be tried."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+
+    def prepare(self, c: Candidate, skill: Skill, shown: list[Task]) -> None:
+        cfg, store = self.ctx.cfg, self.ctx.store
+        edits = list(c.edits)
+        if cfg.train.leakage_check and c.origin not in EXEMPT:
+            findings = LeakageCheck(shown, skill.render()).check(edits)
+            c.leakage = [str(f) for f in findings]
+            leaked = {f.edit for f in findings}
+            edits = [e for i, e in enumerate(edits) if i not in leaked]
+            if findings:
+                self.ctx.emit(Note(f"{c.id}: leakage check dropped {len(findings)} edit(s): {c.leakage[0]}"))
+            if not edits:
+                c.status, c.note = "leaked", "every edit copied task text"
+                return
+        result = apply_edits(skill, edits, token_cap=cfg.train.skill_token_cap)
+        c.applied = [f"{r.status}: {r.detail}" if r.status != "applied" else "applied" for r in result.reports]
+        c.edits = edits
+        if not result.applied:
+            c.status, c.note = "not-applied", "no edit applied"
+            return
+        c.edits = result.applied
+        if result.over_cap:
+            c.status, c.note = "over-cap", f"{result.tokens} tokens, over the cap of {cfg.train.skill_token_cap}"
+            return
+        if result.skill.sha == skill.sha or any(v.sha == result.skill.sha and v.parent == c.parent and
+                                                v.status != "candidate" for v in store.versions()):
+            c.status, c.note = "duplicate", "the same skill was already tried from this incumbent"
+            return
+        v = store.add_version(result.skill, parent=c.parent, origin=f"step {c.step}", step=c.step)
+        c.version = v.version

@@ -1,0 +1,183 @@
+"""Deciding about a candidate with rollouts: the screen on train tasks, the sequential gate on
+validation, and the non-inferiority check of a consolidation.
+
+Pairs are launched in a fixed order (the validation tasks shuffled once per run, times trials)
+with every concurrency slot kept busy, and fed to the test in that order, whatever order they
+finish in: the sequence the test sees never depends on how long a rollout took. Once the test
+stops, no new pair starts; pairs already in flight finish, are stored and paid, and are not
+evidence. A pair with an errored rollout (an infrastructure failure) is tried again once at the
+end of the queue, then skipped: never a win or a loss.
+
+Deterministic targets (temperature 0 and a seed) compare with the incumbent's stored validation
+rollouts; sampled targets draw the incumbent afresh for every decision (trials numbered per
+decision), so nothing is compared with a score frozen at a lucky draw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from skillopt.benchmarks.base import Task
+from skillopt.engine.rollouts import RolloutRunner
+from skillopt.optimizer.gate import SequentialGate, SignTest, tail
+from skillopt.optimizer.types import GateDecision, GatePair, ScreenResult, TaskComparison
+from skillopt.skill import Skill
+from skillopt.stats import paired_difference_interval
+from skillopt.store.records import RolloutRecord
+
+TRIALS_PER_DECISION = 1000  # sampled targets: decision d uses trials d*1000 .. d*1000+trials-1
+
+
+@dataclass(frozen=True)
+class Side:
+    version: int
+    skill: Skill
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    test: SignTest
+    metric: str
+    trials: int
+    deterministic: bool
+    concurrency: int
+    early_stop: bool = True
+
+
+class PairFeed:
+    """Runs pairs in a fixed order with `concurrency` in flight; yields them in that order."""
+
+    def __init__(self, runner: RolloutRunner, inc: Side, cand: Side, jobs: list[tuple[Task, int]], split: str,
+                 concurrency: int):
+        self.runner, self.inc, self.cand, self.split = runner, inc, cand, split
+        self.queue = list(enumerate(jobs))
+        self.concurrency = max(1, concurrency)
+        self.retried: set[int] = set()
+
+    async def _pair(self, task: Task, trial: int) -> tuple[RolloutRecord, RolloutRecord]:
+        inc, cand = await asyncio.gather(
+            self.runner.run_one(self.inc.skill, self.inc.version, task, self.split, trial),
+            self.runner.run_one(self.cand.skill, self.cand.version, task, self.split, trial))
+        return inc, cand
+
+    async def run(self, on_pair, stopped) -> None:
+        """Call `on_pair(task, trial, inc, cand)` in order until `stopped()`; errored pairs go to
+        the back of the queue once (`on_pair` is then called with the retry's records)."""
+        running: dict[int, asyncio.Task] = {}
+        done: dict[int, tuple[RolloutRecord, RolloutRecord]] = {}
+        order = [i for i, _ in self.queue]
+        jobs = dict(self.queue)
+        nxt, launched = 0, 0
+        try:
+            while nxt < len(order) and not stopped():
+                while launched < len(order) and len(running) < self.concurrency:
+                    i = order[launched]
+                    running[i] = asyncio.ensure_future(self._pair(*jobs[i]))
+                    launched += 1
+                finished, _ = await asyncio.wait(running.values(), return_when=asyncio.FIRST_COMPLETED)
+                for i, fut in list(running.items()):
+                    if fut in finished:
+                        done[i] = fut.result()
+                        del running[i]
+                while nxt < len(order) and order[nxt] in done and not stopped():
+                    i = order[nxt]
+                    inc, cand = done.pop(i)
+                    if (inc.errored or cand.errored) and i not in self.retried:
+                        self.retried.add(i)
+                        order.append(i)  # once more, after the others
+                    else:
+                        on_pair(jobs[i][0], jobs[i][1], inc, cand)
+                    nxt += 1
+        finally:
+            if running:  # in flight when the test stopped: finish and store them, they are paid for
+                await asyncio.gather(*running.values(), return_exceptions=True)
+
+
+def gate_jobs(tasks: Sequence[Task], trials: int, deterministic: bool, decision: int) -> list[tuple[Task, int]]:
+    base = 0 if deterministic else decision * TRIALS_PER_DECISION
+    return [(t, base + k) for t in tasks for k in range(trials)]
+
+
+async def sequential_gate(runner: RolloutRunner, inc: Side, cand: Side, tasks: Sequence[Task],
+                          settings: GateSettings, decision: int) -> GateDecision:
+    """The sequential paired test of `cand` against `inc` on the validation tasks (in order)."""
+    jobs = gate_jobs(tasks, settings.trials, settings.deterministic, decision)
+    test = settings.test if settings.early_stop else SignTest(
+        **{**settings.test.__dict__, "interim_alpha": 0.0, "futility": 0.0, "curtail": False})
+    gate = SequentialGate(SignTest(**{**test.__dict__, "planned": len(jobs)}), settings.metric)
+    before = runner.executed
+
+    def on_pair(task: Task, trial: int, a: RolloutRecord, b: RolloutRecord) -> None:
+        if a.errored or b.errored:
+            gate.skip(task.id)
+        else:
+            gate.add(task.id, getattr(a, settings.metric), getattr(b, settings.metric), trial=trial)
+
+    await PairFeed(runner, inc, cand, jobs, "val", settings.concurrency).run(on_pair, lambda: gate.decision() is not None)
+    gate.close()
+    return gate.summary(cand.version, inc.version).model_copy(update={"rollouts": runner.executed - before})
+
+
+async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, tasks: Sequence[Task],
+                              settings: GateSettings, decision: int, margin: float) -> GateDecision:
+    """Accept when the candidate is not worse than the incumbent by more than `margin`: the lower
+    bound of the one-sided (1 - alpha) interval of the paired difference (Agresti-Min for 0/1
+    scores, Student's t otherwise) is above -margin. Every pair is used, except
+    that a candidate already significantly worse (exact sign test at alpha) stops early."""
+    jobs = gate_jobs(tasks, settings.trials, settings.deterministic, decision)
+    pairs: list[GatePair] = []
+    alpha = settings.test.alpha
+    skipped = 0
+    before = runner.executed
+
+    def losses_significant() -> bool:
+        w = sum(p.candidate > p.incumbent + 1e-9 for p in pairs)
+        lo = sum(p.candidate < p.incumbent - 1e-9 for p in pairs)
+        return lo > w and tail(w + lo, lo) <= alpha
+
+    def on_pair(task: Task, trial: int, a: RolloutRecord, b: RolloutRecord) -> None:
+        nonlocal skipped
+        if a.errored or b.errored:
+            skipped += 1
+        else:
+            pairs.append(GatePair(task_id=task.id, trial=trial, incumbent=getattr(a, settings.metric),
+                                  candidate=getattr(b, settings.metric)))
+
+    await PairFeed(runner, inc, cand, jobs, "val", settings.concurrency).run(on_pair, losses_significant)
+    ci = paired_difference_interval([p.incumbent for p in pairs], [p.candidate for p in pairs], level=1 - 2 * alpha)
+    worse = losses_significant()
+    accepted = bool(pairs) and not worse and ci.lo > -margin
+    w = sum(p.candidate > p.incumbent + 1e-9 for p in pairs)
+    lo = sum(p.candidate < p.incumbent - 1e-9 for p in pairs)
+    why = (f"significantly worse: {lo} losses, {w} wins" if worse else
+           f"difference {ci.mean:+.3f}, one-sided {1 - alpha:.0%} lower bound {ci.lo:+.3f} "
+           f"{'above' if accepted else 'not above'} the margin -{margin}")
+    n = max(1, len(pairs))
+    return GateDecision(
+        candidate=cand.version, incumbent=inc.version, accepted=accepted, reason=why, metric=settings.metric,
+        incumbent_score=round(sum(p.incumbent for p in pairs) / n, 6),
+        candidate_score=round(sum(p.candidate for p in pairs) / n, 6), wins=w, losses=lo,
+        ties=len(pairs) - w - lo, evaluated=len(pairs), total=len(jobs), early_stopped=worse,
+        stop="curtailed" if worse else ("accept-final" if accepted else "exhausted"),
+        test=f"non-inferiority, margin {margin} ({ci.method} interval)", alpha=alpha, min_effect=-margin,
+        p_value=None, skipped=skipped, rollouts=runner.executed - before, pairs=pairs,
+        per_task=[TaskComparison(task_id=p.task_id, incumbent=p.incumbent, candidate=p.candidate) for p in pairs])
+
+
+async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incumbent: dict[str, RolloutRecord],
+                 metric: str, trial: int = 0) -> ScreenResult:
+    """The candidate on `tasks` against the incumbent's records there (this step's train rollouts)."""
+    before = runner.executed
+    records = await runner.run_many(cand.skill, cand.version, tasks, "train", 1, first_trial=trial)
+    ids, a, b, errored = [], [], [], 0
+    for t, r in zip(tasks, records):
+        base = incumbent.get(t.id)
+        if base is None or base.errored or r.errored:
+            errored += 1
+            continue
+        ids.append(t.id)
+        a.append(getattr(base, metric))
+        b.append(getattr(r, metric))
+    return ScreenResult(tasks=ids, incumbent=a, candidate=b, errored=errored, rollouts=runner.executed - before)

@@ -1,0 +1,127 @@
+"""Demonstrations: a worked example in the skill, taken from a train task that was solved.
+
+The idea behind DSPy's bootstrapped few-shot demonstrations, for one document: a train rollout
+that the benchmark scored correct becomes a "## Worked example" section (the task and the reply
+that solved it). The example comes from the target's own successful rollouts of this step; when
+there are none and the tasks are questions, the optimizer model solves a failed train task under
+the current skill (a teacher, as DSPy's teacher programs), and only a reply the benchmark scores
+correct is used. A demonstration is a candidate like any other: screened, then gated.
+Only train tasks are ever used.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from skillopt.benchmarks.base import Benchmark, RolloutOutput, Task
+from skillopt.edits import Edit
+from skillopt.models.router import Models
+from skillopt.models.spec import ModelSpec
+from skillopt.models.types import ChatRequest, Message
+from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.reflect import anchor_choices
+from skillopt.optimizer.types import Candidate, ScoredRollout
+from skillopt.prompts import render
+from skillopt.skill import Skill
+
+SECTION = "Worked example"
+MAX_TASK_CHARS = 700
+MAX_REPLY_CHARS = 1200
+
+
+def example_section(task: Task, reply: str) -> str:
+    prompt = task.prompt.strip()
+    if len(prompt) > MAX_TASK_CHARS:
+        prompt = prompt[:MAX_TASK_CHARS].rstrip() + " ..."
+    return f"## {SECTION}\n\nTask:\n{prompt}\n\nA reply that solved it:\n\n{reply.strip()[:MAX_REPLY_CHARS]}\n"
+
+
+def demonstration_edit(skill: Skill, task: Task, reply: str) -> Edit:
+    """Replace the skill's worked example when it has one (examples rotate), else add one before
+    the first protected section (or at the end)."""
+    text = example_section(task, reply)
+    why = f"a worked example from train task {task.id}, solved"
+    if any(s.title == SECTION for s in skill.sections()):
+        return Edit(op="replace", anchor=SECTION, text=text, rationale=why, evidence=[task.id])
+    return Edit(op="add", anchor=_anchor_before_protected(skill), text=text, rationale=why, evidence=[task.id])
+
+
+def _anchor_before_protected(skill: Skill) -> str | None:
+    """The last section title that holds no protected region and comes before one; else the end."""
+    editable = set(anchor_choices(skill, editable=True))
+    spans = skill.protected_spans()
+    first_protected = min((a for a, _ in spans), default=None)
+    best = None
+    for s in skill.sections():
+        if s.title in editable and (first_protected is None or s.end <= first_protected):
+            best = s.title
+    return best
+
+
+class DemonstrationProposer:
+    name = "demonstration"
+
+    def __init__(self, models: Models, teacher: ModelSpec | None, benchmark: Benchmark, harness: str,
+                 max_tokens: int | None = None, attempts: int = 2):
+        self.models, self.teacher, self.benchmark = models, teacher, benchmark
+        self.harness, self.max_tokens, self.attempts = harness, max_tokens, attempts
+        self.used: set[str] = set()  # task ids already made into an example
+
+    async def propose(self, state: SearchState) -> list[Candidate]:
+        found = self._own_success(state) or await self._teacher(state)
+        if found is None:
+            return []
+        task, reply, how = found
+        self.used.add(task.id)
+        edit = demonstration_edit(state.skill, task, reply)
+        failed = [r.task_id for r in state.scored if r.failed and r.task_id != task.id]
+        return [Candidate(id="", step=state.step, origin="demonstration", parent=state.version, edits=[edit],
+                          rationale=f"worked example ({how}) from train task {task.id}",
+                          sources=failed[:4] or [r.task_id for r in state.scored][:4])]
+
+    def _own_success(self, state: SearchState) -> tuple[Task, str, str] | None:
+        wins = [r for r in state.scored if not r.failed and not r.error and r.output.strip()
+                and r.task_id in state.tasks and r.task_id not in self.used]
+        if not wins:
+            return None
+        best = max(wins, key=_worked)  # the one that shows the most working
+        return state.tasks[best.task_id], best.output, "the target's own rollout"
+
+    async def _teacher(self, state: SearchState) -> tuple[Task, str, str] | None:
+        if self.teacher is None or self.harness != "chat":
+            return None
+        tried = 0
+        for r in state.scored:
+            task = state.tasks.get(r.task_id)
+            if not r.failed or task is None or task.kind != "qa" or task.id in self.used:
+                continue
+            if tried >= self.attempts:
+                break
+            tried += 1
+            reply = await self._solve(state.skill, task)
+            if reply and await self._correct(task, reply):
+                return task, reply, "solved by the optimizer model and checked by the scorer"
+        return None
+
+    async def _solve(self, skill: Skill, task: Task) -> str | None:
+        from skillopt.errors import ModelCallError
+
+        system = render("chat_system.md.j2", skill=skill.strip_markers())
+        req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=task.prompt)),
+                          max_tokens=self.max_tokens, temperature=0.0)
+        try:
+            resp = await self.models.chat(self.teacher, req, role="optimizer")  # type: ignore[arg-type]
+        except ModelCallError:
+            return None
+        return resp.text if resp.text.strip() else None
+
+    async def _correct(self, task: Task, reply: str) -> bool:
+        with tempfile.TemporaryDirectory(prefix="demo-") as ws:
+            score = await self.benchmark.score(task, RolloutOutput(text=reply), Path(ws))
+        return score.hard >= 1.0
+
+
+def _worked(r: ScoredRollout) -> tuple[int, int]:
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    return (min(len(lines), 12), -abs(len(r.output) - 400))

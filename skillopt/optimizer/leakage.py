@@ -1,0 +1,113 @@
+"""The leakage check: an edit must be a general rule, not text copied from the tasks it came from.
+
+Before any rollout, each edit's new text is compared with the train tasks the optimizer was shown
+(their prompts and reference answers). An edit is rejected when it
+
+- shares a run of `N` words or more with a task prompt, unless that run is boilerplate (it occurs
+  in the prompts of several tasks, or is already in the skill), or
+- contains a task's reference answer (a number of two digits or more, or a text answer of two
+  characters or more) as a whole token, unless the skill already holds it, or
+- repeats a quantity of a task together with a word next to it in that task ("2 fruits").
+
+Worked examples made by the demonstration strategy are exempt by design: they are labelled
+examples taken from one train task, never from validation or test tasks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from skillopt.benchmarks.base import Task
+from skillopt.edits import Edit
+
+N = 6  # words in a copied run
+_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _grams(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _is_number(w: str) -> bool:
+    return bool(re.fullmatch(r"[0-9]+(?:[.,][0-9]+)*", w))
+
+
+@dataclass(frozen=True)
+class LeakFinding:
+    edit: int  # index in the candidate's edits
+    task_id: str
+    what: str  # what was copied
+
+    def __str__(self) -> str:
+        return f"edit {self.edit + 1} copies {self.what} from task {self.task_id}"
+
+
+class LeakageCheck:
+    """Built once per step from the train tasks the optimizer saw; `check` is pure and cheap."""
+
+    def __init__(self, tasks: Sequence[Task], skill_text: str, n: int = N):
+        self.n = n
+        self.tasks = list(tasks)
+        self.skill_words = set(_words(skill_text))
+        self.skill_grams = _grams(_words(skill_text), n)
+        counts: Counter[tuple[str, ...]] = Counter()
+        self.prompt_words = {t.id: _words(t.prompt) for t in self.tasks}
+        for words in self.prompt_words.values():
+            counts.update(_grams(words, n))
+        self.boilerplate = {g for g, c in counts.items() if c >= 2}
+
+    def check(self, edits: Sequence[Edit]) -> list[LeakFinding]:
+        findings = []
+        for i, e in enumerate(edits):
+            if e.op == "delete" or not e.text.strip():
+                continue
+            finding = self._first_leak(i, e.text)
+            if finding:
+                findings.append(finding)
+        return findings
+
+    def _first_leak(self, i: int, text: str) -> LeakFinding | None:
+        words = _words(text)
+        grams = _grams(words, self.n) - self.skill_grams - self.boilerplate
+        for t in self.tasks:
+            shared = grams & _grams(self.prompt_words[t.id], self.n)
+            if shared:
+                return LeakFinding(i, t.id, f"'{' '.join(sorted(shared)[0])}'")
+            answer = self._answer_in(words, t)
+            if answer:
+                return LeakFinding(i, t.id, f"its reference answer '{answer}'")
+            quantity = self._quantity_in(words, t)
+            if quantity:
+                return LeakFinding(i, t.id, f"its quantity '{quantity}'")
+        return None
+
+    def _answer_in(self, words: list[str], task: Task) -> str | None:
+        joined = f" {' '.join(words)} "
+        for answer in task.answers:
+            aw = _words(answer)
+            if not aw or set(aw) <= self.skill_words:
+                continue
+            text = " ".join(aw)
+            long_enough = (len(text) >= 2 and int(text.replace(",", "").split(".")[0] or 0) >= 10
+                           if len(aw) == 1 and _is_number(aw[0]) else len(text) >= 2)
+            if long_enough and f" {text} " in joined:
+                return answer
+        return None
+
+    def _quantity_in(self, words: list[str], task: Task) -> str | None:
+        prompt = self.prompt_words[task.id]
+        pairs = {(a, b) for a, b in zip(prompt, prompt[1:]) if _is_number(a) or _is_number(b)}
+        for a, b in zip(words, words[1:]):
+            number = a if _is_number(a) else b if _is_number(b) else None
+            if number is None or number in self.skill_words:
+                continue
+            if (a, b) in pairs:
+                return f"{a} {b}"
+        return None

@@ -1,0 +1,102 @@
+"""Proposers: each turns the state of the search into candidate edits of the incumbent skill.
+
+The Proposer seam (DESIGN.md section 4): `propose(state) -> list[Candidate]`, never raising for a
+failed model call (a failed reflection is recorded on the step and proposes nothing). Built-in
+proposers: reflection on minibatches of scored train rollouts (this module), a worked example
+from a successful train rollout (`demonstrate`), a merge of complementary pool members (`pool`)
+and single edits out of rejected bundles (`credit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from skillopt.benchmarks.base import Task
+from skillopt.edits import Edit
+from skillopt.models.router import Models
+from skillopt.models.spec import ModelSpec
+from skillopt.optimizer.aggregate import aggregate, select
+from skillopt.optimizer.reflect import make_minibatches, reflect
+from skillopt.optimizer.types import Candidate, Reflection, ScoredRollout
+from skillopt.skill import Skill
+
+
+@dataclass
+class SearchState:
+    """What a proposer may look at. Never anything from the validation or test splits but the
+    per-task outcomes of the pool (no task text)."""
+
+    step: int
+    version: int  # the incumbent
+    skill: Skill
+    scored: list[ScoredRollout]  # this step's train rollouts of the incumbent
+    tasks: dict[str, Task]  # the train tasks by id
+    rejected: list[Edit] = field(default_factory=list)  # edits the gate or the screen turned down alone
+    max_edits: int = 3  # learning rate: edits one candidate may make
+    pool: object | None = None  # optimizer.pool.ParetoPool
+    ledger: object | None = None  # optimizer.credit.EditLedger
+    reflections: list[Reflection] = field(default_factory=list)  # filled by the reflection proposer
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    name: str
+
+    async def propose(self, state: SearchState) -> list[Candidate]: ...
+
+
+class ReflectionProposer:
+    """`count` reflections per step, each on a minibatch of failures (with a few successes for
+    contrast); when there are fewer minibatches than reflections, the same minibatch is sampled
+    again with another seed. Each reflection's edits, merged and cut to the learning rate, make one
+    candidate."""
+
+    name = "reflection"
+
+    def __init__(self, models: Models, spec: ModelSpec, count: int = 3, minibatch_size: int = 4,
+                 successes: int = 2, max_tokens: int | None = None, temperature: float | None = None,
+                 retries: int = 2):
+        self.models, self.spec, self.count, self.retries = models, spec, count, retries
+        self.minibatch_size, self.successes = minibatch_size, successes
+        self.max_tokens, self.temperature = max_tokens, temperature
+
+    async def propose(self, state: SearchState) -> list[Candidate]:
+        batches = make_minibatches(state.scored, self.minibatch_size, self.successes, self.count)
+        if not batches:
+            return []
+        plan = [(batches[i % len(batches)], i // len(batches)) for i in range(self.count)]
+        self.models.meter.check()
+        reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample) for (fails, wins), sample in plan]))
+        state.reflections.extend(reflections)
+        out = []
+        for r in reflections:
+            edits = select(aggregate(r.edits, state.rejected), state.max_edits)
+            if edits:
+                out.append(Candidate(id="", step=state.step, origin="reflection", parent=state.version,
+                                     edits=edits, rationale=r.analysis, sources=list(r.minibatch)))
+        return out
+
+    async def _one(self, state: SearchState, fails, wins, sample: int) -> Reflection:
+        """One reflection; a call that failed for infrastructure reasons is tried again (up to
+        `retries` times), a reply that could not be read is not."""
+        for _ in range(self.retries + 1):
+            r = await reflect(self.models, self.spec, state.skill, fails, wins, state.rejected, state.max_edits,
+                              self.max_tokens, self.temperature, sample=sample)
+            if not r.transient:
+                break
+        return r
+
+
+def dedupe(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Drop candidates whose edits are the same as an earlier one's (same op, anchor and text)."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for c in candidates:
+        key = tuple(sorted(e.key for e in c.edits))
+        if key and key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out

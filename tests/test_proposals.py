@@ -1,0 +1,89 @@
+"""Proposal helpers alone: the leakage check, the edit ledger, worked examples, the paired interval."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillopt.benchmarks.qa import make_task
+from skillopt.edits import Edit, apply_edits
+from skillopt.optimizer.credit import EditLedger
+from skillopt.optimizer.demonstrate import demonstration_edit
+from skillopt.optimizer.leakage import LeakageCheck
+from skillopt.skill import Skill
+from skillopt.stats import paired_difference_interval
+
+SKILL = Skill.parse("""---
+name: grade-school-math
+description: Solve math word problems.
+---
+
+# Solving math word problems
+
+Work through the problem, then give the result.
+
+## Answer format
+<!-- skillopt:protected -->
+End your reply with a last line of the form `Answer: <number>`.
+<!-- /skillopt:protected -->
+""")
+
+TASKS = [
+    make_task("t1", "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                    "How many clips did Natalia sell altogether?", ["72"]),
+    make_task("t2", "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
+                    "How much did she earn?", ["10"]),
+]
+
+
+@pytest.mark.parametrize("text, leaks", [
+    ("Natalia sold clips to 48 of her friends: count them all.", "copies"),  # a run of the task's words
+    ("When the total is 72, say 72.", "reference answer '72'"),
+    ("Remember the 2 fruits.", None),  # no task holds that quantity
+    ("Compute 50 minutes as a fraction of an hour.", "quantity '50 minutes'"),
+    ("Write each calculation on its own line before the answer.", None),
+    ("End your reply with a line 'Answer: <number>' (the number only, no units).", None),  # the prompts' own boilerplate
+])
+def test_leakage_check(text, leaks):
+    findings = LeakageCheck(TASKS, SKILL.render()).check([Edit(op="add", text=text)])
+    if leaks is None:
+        assert findings == []
+    else:
+        assert findings and leaks in str(findings[0])
+
+
+def test_deletes_never_leak_and_short_answers_in_the_skill_do_not_count():
+    check = LeakageCheck([make_task("t", "What is 5 + 5?", ["10"])], SKILL.render() + "\n10 items\n")
+    assert check.check([Edit(op="delete", anchor="Answer format")]) == []
+    assert check.check([Edit(op="add", text="Group items by 10.")]) == []
+
+
+def test_the_ledger_blames_single_edits_and_keeps_bundle_edits_for_a_test_alone():
+    a, b, c = (Edit(op="add", text=t) for t in ("rule a", "rule b", "rule c"))
+    ledger = EditLedger()
+    ledger.record([a, b], accepted=False)  # a bundle: neither is blamed
+    assert ledger.rejected == [] and [e.text for e in ledger.untested] == ["rule a", "rule b"]
+    ledger.record([c], accepted=False)  # alone: blamed
+    assert [e.text for e in ledger.rejected] == ["rule c"]
+    taken = ledger.take_untested(1)
+    assert [e.text for e in taken] == ["rule b"] and [e.text for e in ledger.untested] == ["rule a"]
+    ledger.record([a], accepted=True)
+    assert ledger.untested == [] and a.key in ledger.accepted
+
+
+def test_a_worked_example_goes_in_its_own_section_and_is_replaced_by_the_next():
+    task = TASKS[0]
+    first = apply_edits(SKILL, [demonstration_edit(SKILL, task, "48 / 2 = 24\n48 + 24 = 72\nAnswer: 72")])
+    assert first.applied and "## Worked example" in first.skill.body and "48 + 24 = 72" in first.skill.body
+    assert first.skill.body.index("<!-- skillopt:protected -->") > 0
+    second = apply_edits(first.skill, [demonstration_edit(first.skill, TASKS[1], "12 * 50 / 60 = 10\nAnswer: 10")])
+    assert second.applied and second.skill.body.count("## Worked example") == 1
+    assert "48 + 24" not in second.skill.body and "12 * 50 / 60" in second.skill.body
+
+
+def test_agresti_min_paired_interval_matches_hand_computation():
+    # 7 tasks only B solved, none only A, n = 60: cells + 1/2 -> (7.5 - 0.5) / 62 +- 1.96 * sqrt(8 - 49/62) / 62
+    ci = paired_difference_interval([0.0] * 60, [1.0] * 7 + [0.0] * 53)
+    assert ci.method == "agresti-min" and ci.mean == pytest.approx(7 / 60)
+    assert ci.lo == pytest.approx(7 / 62 - 1.959964 * (8 - 49 / 62) ** 0.5 / 62, abs=1e-6)
+    tie = paired_difference_interval([1.0, 0.0] * 20, [1.0, 0.0] * 20)
+    assert -0.05 < tie.lo < 0 < tie.hi < 0.05  # identical outcomes: narrow, but not a point

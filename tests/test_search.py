@@ -1,0 +1,271 @@
+"""The search, through the real CLI against the scripted fake server: errors are never scores, a
+population of candidates with a screen, a Pareto pool and merges, demonstrations, the leakage check.
+
+Every scenario is deterministic: the fake target answers from the rules its system prompt holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from pathlib import Path
+
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_train_e2e import RULE, USELESS, Scripted, code_tasks
+
+
+def run_args(data: Path, url: str, run_id: str, *extra: str, val: int = 8, train: int = 4, epochs: int = 2) -> list[str]:
+    return ["run", "--benchmark", str(data), "--harness", "chat",
+            "--target_model", f"openai-compatible:fake-target@{url}",
+            "--optimizer_model", f"openai-compatible:fake-opt@{url}",
+            "--run-id", run_id, "--epochs", str(epochs), "--batch-size", str(train), "--train-size", str(train),
+            "--val-size", str(val), "--test-size", "4", "--concurrency", "2",
+            "--set", "models.retry_base_delay_s=0.01", *extra]
+
+
+def load(run: Path, name: str):
+    return [json.loads(x) for x in (run / name).read_text().splitlines()]
+
+
+def decisions(run: Path) -> list[tuple[str, str, str]]:
+    """(step, status, edit texts) of every candidate, in order: what the search decided."""
+    out = []
+    for path in sorted((run / "steps").glob("*/candidates.json")):
+        for c in json.loads(path.read_text()):
+            out.append((path.parent.name, c["status"], " | ".join(e["text"] for e in c["edits"])))
+    return out
+
+
+# errors are not scores --------------------------------------------------------------------------------
+class Faulty:
+    """Wraps a script: about 1 request in 5 fails (503, 429, a reply slower than the client's
+    timeout, or a truncated 200 body), chosen by a hash of the request and how often the same
+    request was seen, so the same run meets the same faults whatever the timing."""
+
+    def __init__(self, inner, rate: float = 0.2):
+        self.inner, self.rate = inner, rate
+        self.seen: dict[str, int] = {}
+        self.faults = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        body = json.dumps(req.body, sort_keys=True)
+        with self.lock:
+            n = self.seen.get(body, 0)
+            self.seen[body] = n + 1
+        h = int(hashlib.sha256(f"{body}#{n}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        if h < self.rate:
+            with self.lock:
+                self.faults += 1
+            kind = int(h / self.rate * 4)
+            return [FakeReply(status=503, text="overloaded"), FakeReply(status=429, text="slow down"),
+                    FakeReply(text="late", delay_s=1.5), FakeReply(raw='{"id": "x", "choices": [{"mess')][kind]
+        return self.inner(req)
+
+
+def test_a_run_with_20_percent_faults_makes_the_same_decisions(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(Scripted()) as srv:
+        clean = run_cli(run_args(data, srv.openai_url, "clean"), tmp_path, cli_env(tmp_path))
+    assert clean.returncode == 0, clean.stderr
+    faulty = Faulty(Scripted())
+    with FakeModelServer(faulty) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "faulty", "--set", "models.retries=0",
+                             "--set", "models.timeout_s=1"), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert faulty.faults >= 5
+    runs = tmp_path / "runs"
+    assert decisions(runs / "faulty") == decisions(runs / "clean")
+    assert (runs / "faulty" / "best_skill.md").read_text() == (runs / "clean" / "best_skill.md").read_text()
+    rows = load(runs / "faulty", "rollouts.jsonl")
+    errored = [x for x in rows if x["error_kind"] == "infra"]
+    assert errored, "some rollout should have run out of retries and been recorded as errored"
+    # an errored rollout is not cached as a result: asked for again, it runs again
+    keys = {x["key"] for x in rows if x["error_kind"] != "infra"}
+    assert any(x["key"] in keys for x in errored)
+    # and it is never a score: every score and every decision is the fault-free run's
+    summary = json.loads((runs / "faulty" / "summary.json").read_text())
+    assert summary["scores"] == json.loads((runs / "clean" / "summary.json").read_text())["scores"]
+
+
+def test_a_malformed_200_body_is_an_errored_rollout_not_a_crash(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def script(req: FakeRequest) -> FakeReply:
+        with lock:
+            calls["n"] += 1
+            n = calls["n"]
+        if req.model == "fake-target" and n % 3 == 0:
+            return FakeReply(raw='{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "mes')
+        return Scripted()(req)
+
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "bad", "--set", "models.retries=0", epochs=1), tmp_path,
+                    cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    rows = load(tmp_path / "runs" / "bad", "rollouts.jsonl")
+    bad = [x for x in rows if x["error_kind"] == "infra"]
+    assert bad and all("malformed reply" in x["error"] for x in bad)
+
+
+def test_a_run_whose_rollouts_all_errored_exits_1_with_one_line(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(lambda req: FakeReply(status=503, text="down for maintenance")) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "down", "--set", "models.retries=0"), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    errors = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "every rollout of the baseline errored" in errors[0] and "503" in errors[0]
+    summary = json.loads((tmp_path / "runs" / "down" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["scores"]["seed"]["val"]["errors"] == 8
+
+
+# the population: screen, Pareto pool, merge -------------------------------------------------------------
+ALPHA = "Codes of items below 8 are ALPHA- followed by the item number."
+OMEGA = "Codes of items from 8 on are OMEGA- followed by the item number."
+
+
+class TwoRules:
+    """Items 0-7 follow ALPHA, 8-15 OMEGA. The optimizer proposes the ALPHA rule from minibatches of
+    low items and the OMEGA rule from high ones: each alone wins only its half of the validation tasks."""
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            failed = [int(x) for x in re.findall(r"FAILED task item-(\d+)", user)]
+            if not failed:
+                return FakeReply(text=json.dumps({"analysis": "none", "edits": [
+                    {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+            rule = ALPHA if failed[0] < 8 else OMEGA
+            return FakeReply(text=json.dumps({"analysis": "pattern", "edits": [
+                {"op": "add", "anchor": "Answer format", "text": rule, "rationale": "codes follow a pattern",
+                 "evidence": [f"item-{i:02d}" for i in failed]}]}))
+        if req.model == "fake-opt":
+            return FakeReply(text="Answer: unknown")
+        m = re.search(r"item (\d+)", user)
+        i = int(m.group(1)) if m else -1
+        if (i < 8 and ALPHA in req.system) or (i >= 8 and OMEGA in req.system):
+            return FakeReply(text=f"Answer: {'ALPHA' if i < 8 else 'OMEGA'}-{i}")
+        return FakeReply(text="Answer: unknown")
+
+
+def two_family_tasks() -> list[dict]:
+    return [{"id": f"item-{i:02d}", "question": f"What is the secret code of item {i}?",
+             "answer": f"{'ALPHA' if i < 8 else 'OMEGA'}-{i}"} for i in range(16)]
+
+
+def test_pool_keeps_candidates_best_on_some_task_and_merge_combines_them(tmp_path):
+    # split seed 0: train 10 14 05 01 09 02, validation 03 11 13 07 08 04 (three of each family)
+    data = write_jsonl(tmp_path / "two.jsonl", two_family_tasks())
+    with FakeModelServer(TwoRules()) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "two", "--set", "gate.per_step=2", "--set", "train.minibatch_size=1",
+                             "--set", "train.max_reflections_per_step=6", "--set", "train.include_successes=0",
+                             "--set", "train.consolidate=false", "--set", "train.demonstrations=false",
+                             "--set", "gate.early_stop=false", "--set", "splits.test=0", val=6, train=6, epochs=2),
+                    tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "two"
+    cands = [c for p in sorted((run / "steps").glob("*/candidates.json")) for c in json.loads(p.read_text())]
+    alone = [c for c in cands if c["origin"] == "reflection" and c["gate"]]
+    assert {c["edits"][0]["text"] for c in alone} >= {ALPHA, OMEGA}
+    assert all(c["status"] == "rejected" for c in alone)  # each wins only some validation tasks
+    merged = [c for c in cands if c["origin"] == "merge"]
+    assert merged and merged[0]["status"] == "accepted"
+    # the merge pairs two pool members: both rejected candidates were kept, being best on some task
+    assert sorted(merged[0]["members"]) == sorted(c["version"] for c in alone)[:2]
+    state = json.loads((run / "state.json").read_text())
+    assert {m["version"] for m in state["pool"]["members"]} == {merged[0]["version"]}  # it dominates both now
+    best = (run / "best_skill.md").read_text()
+    assert ALPHA in best and OMEGA in best
+
+
+# demonstrations ---------------------------------------------------------------------------------------
+def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
+    """The target answers only with a worked example in its skill; the reflection proposes nothing
+    useful. The optimizer, as a teacher, solves a failed train task (checked by the scorer), and the
+    example it makes is screened, gated and accepted."""
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+
+    def script(req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return FakeReply(text=json.dumps({"analysis": "unclear", "edits": [
+                {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+        m = re.search(r"item (\d+)", user)
+        if req.model == "fake-opt" and m:  # the teacher knows the pattern
+            return FakeReply(text=f"The code is ZETA- and the number.\nAnswer: ZETA-{m.group(1)}")
+        if "## Worked example" in req.system and m:
+            return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
+        return FakeReply(text="Answer: unknown")
+
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "demo", "--set", "train.consolidate=false", epochs=1),
+                    tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "demo"
+    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    demo = next(c for c in cands if c["origin"] == "demonstration")
+    assert demo["status"] == "accepted"
+    source = re.search(r"from train task (\S+)", demo["rationale"]).group(1)
+    train_ids = set(json.loads((run / "steps" / "0001" / "batch.json").read_text())["tasks"])
+    assert source in train_ids  # never a validation or test task
+    best = (run / "best_skill.md").read_text()
+    assert "## Worked example" in best and "A reply that solved it" in best
+
+
+# the leakage check -------------------------------------------------------------------------------------
+def test_edits_copying_task_answers_are_rejected_before_any_rollout(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+
+    def script(req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            failed = re.findall(r"FAILED task (item-\d+)", user)
+            number = int(failed[0].split("-")[1])
+            return FakeReply(text=json.dumps({"analysis": "copy", "edits": [
+                {"op": "add", "anchor": "", "text": f"If asked about item {number}, answer ZETA-{number}.",
+                 "rationale": "memorize", "evidence": failed[:1]}]}))
+        if req.model == "fake-opt":
+            return FakeReply(text="Answer: unknown")
+        return FakeReply(text="Answer: unknown")
+
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "leak", "--set", "train.consolidate=false",
+                             "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "leak"
+    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    assert cands and all(c["status"] == "leaked" and c["version"] is None for c in cands)
+    assert "reference answer 'ZETA-" in cands[0]["leakage"][0]
+    versions = load(run, "skills/index.jsonl")
+    assert {v["version"] for v in versions} == {0}  # nothing was stored or rolled out for them
+    report = run_cli(["report", "leak", "--format", "markdown", "-o", "-"], tmp_path, cli_env(tmp_path))
+    assert "leakage check: edit 1 copies its reference answer" in report.stdout
+
+
+def test_pareto_pool_keeps_what_is_best_somewhere_and_drops_what_is_dominated():
+    from skillopt.edits import Edit
+    from skillopt.optimizer.pool import ParetoPool
+    from skillopt.optimizer.types import GateDecision, GatePair
+
+    def decision(v: int, scores: dict[str, tuple[float, float]]) -> GateDecision:
+        return GateDecision(candidate=v, incumbent=0, accepted=False, reason="", metric="hard", incumbent_score=0,
+                            candidate_score=0, pairs=[GatePair(task_id=t, incumbent=a, candidate=b)
+                                                      for t, (a, b) in scores.items()])
+
+    pool = ParetoPool()
+    edit = Edit(op="add", text="x")
+    pool.add(1, 0, [edit], decision(1, {"a": (0, 1), "b": (0, 0), "c": (1, 1)}))  # best on a
+    pool.add(2, 0, [edit], decision(2, {"a": (0, 0), "b": (0, 1), "c": (1, 1)}))  # best on b
+    pool.add(3, 0, [edit], decision(3, {"a": (0, 0), "b": (0, 0), "c": (1, 0)}))  # best nowhere
+    assert sorted(pool.front()) == [1, 2]
+    a, b = pool.complementary()
+    assert {a.version, b.version} == {1, 2}
+    pool.add(4, 0, [edit], decision(4, {"a": (0, 1), "b": (0, 1), "c": (1, 1)}))  # dominates 1 and 2
+    assert pool.front() == [4]
