@@ -178,8 +178,9 @@ class Bench:
 
     @staticmethod
     def _decisions(tool: str, d: Path, out: dict) -> int:
-        if tool == "skillopt":
-            return len(list((d / "runs" / "opt" / "steps").glob("*/gate.json")))
+        if tool == "skillopt":  # every candidate that got a verdict: screened out, or accepted / rejected by the gate
+            return sum(1 for f in (d / "runs" / "opt" / "steps").glob("*/candidates.json")
+                       for c in json.loads(f.read_text()) if c.get("status") in ("screened-out", "accepted", "rejected"))
         if tool == "gepa":
             return 2  # MaxCandidateProposalsStopper(2): two proposals, each accepted or rejected
         summary = json.loads((d / "out" / "summary.json").read_text()) if (d / "out" / "summary.json").is_file() else {}
@@ -217,6 +218,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--evals", nargs="+", default=["200:8", "1000:64"], help="N:CONCURRENCY evaluations")
     ap.add_argument("--no-optimise", action="store_true")
+    ap.add_argument("--only", nargs="+", choices=["evals", "start", "optimise"],
+                    help="measure only these, and keep the other parts of an existing result file")
     ap.add_argument("--out", default="peers")
     args = ap.parse_args()
     pythons = {name: peer_python(name) for name in PEERS}
@@ -226,19 +229,32 @@ def main() -> None:
                  "supplied_to_microsoft_skillopt": supplied, "server": "perf/instant_server.py (its own process, ~0.1 ms per request)",
                  "load_avg_during": [], "runs": {}}
     evals = [tuple(int(x) for x in e.split(":")) for e in args.evals]
+    only = set(args.only or ["evals", "start", "optimise"])
+    if args.no_optimise:
+        only.discard("optimise")
+    kept = {}
+    if args.only and (prev := Path(REPO / "perf" / "results" / f"{args.out}.json")).is_file():
+        old = json.loads(prev.read_text())
+        kept = {k: v for k, v in old["runs"].items()
+                if not ((k.startswith("eval_") and "evals" in only) or (k == "process_start" and "start" in only)
+                        or (k == "optimise_2_steps" and "optimise" in only))}
+        doc["load_avg_during"] = old.get("load_avg_during", [])
+        doc["command"] = old.get("command", doc["command"]) + " ; then " + doc["command"]
+    doc["runs"].update(kept)
     with tempfile.TemporaryDirectory() as t, InstantServer() as srv:
         bench = Bench(Path(t), srv, pythons)
         for rep in range(args.repeats):  # interleaved: every tool once per repeat, in turn
-            for n, conc in evals:
+            for n, conc in (evals if "evals" in only else []):
                 for tool in TOOLS:
                     doc["runs"].setdefault(f"eval_{n}_c{conc}", {}).setdefault(tool, []).append(
                         bench.evaluate(tool, n, conc))
-            for tool in TOOLS:
+            for tool in (TOOLS if "start" in only else []):
                 doc["runs"].setdefault("process_start", {}).setdefault(tool, []).append(bench.start(tool))
-            if not args.no_optimise:
+            if "optimise" in only:
                 for tool in TOOLS:
                     doc["runs"].setdefault("optimise_2_steps", {}).setdefault(tool, []).append(bench.optimise(tool))
-            doc["load_avg_during"].append(machine()["load_avg_1_5_15"])
+            if not args.only:
+                doc["load_avg_during"].append(machine()["load_avg_1_5_15"])
             doc["summary"] = summarise(doc)
             write_result(args.out, doc)
             print(f"repeat {rep + 1}: {json.dumps(doc['summary'])}", flush=True)

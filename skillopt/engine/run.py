@@ -231,12 +231,12 @@ def _limits(cfg: RunConfig, benchmark: Benchmark, deterministic: bool = False):
     return limits.model_copy(update=updates)
 
 
-def _records_for(trainer: Trainer, version: int, split: str) -> list[RolloutRecord]:
+def _records_for(trainer: Trainer, version: int, split: str, rollouts: list[RolloutRecord]) -> list[RolloutRecord]:
     """A version's rollouts of a split, the latest per (task, trial), a scored one over an errored
     one (by content: the same skill may hold two numbers). Sampled targets: every draw counts."""
     sha = trainer.ctx.store.version(version).sha
     latest: dict[tuple[str, int], RolloutRecord] = {}
-    for r in trainer.ctx.store.rollouts():
+    for r in rollouts:
         if r.skill_sha == sha and r.split == split:
             latest[(r.task_id, r.trial)] = r if not r.errored else latest.get((r.task_id, r.trial), r)
     return list(latest.values())
@@ -258,7 +258,10 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     versions = store.versions()
     tasks = [t for s in ("train", "val", "test") for t in benchmark.tasks(s)]  # type: ignore[arg-type]
     roles = {"seed": 0, "best": st.best}
-    records = {(role, split): _records_for(trainer, v, split) for role, v in roles.items() for split in ("val", "test")}
+    every = trainer.ctx.store.rollouts()  # parsed once (it was once per role and split: 4 x 100,000 records)
+    records = {(role, split): _records_for(trainer, v, split, every) for role, v in roles.items()
+               for split in ("val", "test")}
+    del every
     scores = {role: {split: split_score(records[(role, split)]) if records[(role, split)] else None
                      for split in ("val", "test")} for role in roles}
     delta, wins, losses = _test_delta(records[("seed", "test")], records[("best", "test")], cfg.gate.metric)
