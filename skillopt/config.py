@@ -6,10 +6,8 @@ Derived values are properties; nothing writes back into the config.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -18,6 +16,11 @@ from skillopt.benchmarks.base import SplitSizes
 from skillopt.errors import BadInput
 from skillopt.harness.base import Limits
 from skillopt.models.meter import Budget
+from skillopt.store.files import read_user_text
+from skillopt.store.redact import redact
+
+Count = Annotated[int, Field(ge=1)]  # sizes and counts: at least one
+Seconds = Annotated[float, Field(gt=0)]
 
 
 class _Frozen(BaseModel):
@@ -27,29 +30,29 @@ class _Frozen(BaseModel):
 class LearningRate(_Frozen):
     """How many edits a step may apply, scheduled over the steps of the run."""
 
-    initial: int = 3
-    final: int = 1
+    initial: Count = 3
+    final: Count = 1
     schedule: Literal["constant", "linear", "cosine"] = "constant"
 
 
 class TrainConfig(_Frozen):
-    epochs: int = 2
-    batch_size: int = 8
-    minibatch_size: int = 4
-    trials: int = 1
-    concurrency: int = 4
+    epochs: Count = 2
+    batch_size: Count = 8
+    minibatch_size: Count = 4
+    trials: Count = 1
+    concurrency: Count = 4
     learning_rate: LearningRate = LearningRate()
-    skill_token_cap: int = 2000
-    include_successes: int = 2  # successes shown per reflection minibatch
+    skill_token_cap: Count = 2000
+    include_successes: Annotated[int, Field(ge=0)] = 2  # successes shown per reflection minibatch
     consolidate: bool = True
-    summary_tokens: int = 400  # budget of each trace summary shown to the optimizer
-    max_reflections_per_step: int = 3  # reflections per step, each one candidate
+    summary_tokens: Count = 400  # budget of each trace summary shown to the optimizer
+    max_reflections_per_step: Count = 3  # reflections per step, each one candidate
     demonstrations: bool = True  # propose a worked example from a solved train task
     merge: bool = True  # propose a merge of two complementary pool members
-    ablations_per_step: int = 1  # single-edit candidates out of rejected bundles
+    ablations_per_step: Annotated[int, Field(ge=0)] = 1  # single-edit candidates out of rejected bundles
     screen: bool = True  # check each candidate on its train tasks before validation (GEPA's minibatch test)
     leakage_check: bool = True  # reject edits that copy task text, before any rollout
-    retry_errored: int = 2  # extra tries of a rollout that errored (infrastructure), later in the run
+    retry_errored: Annotated[int, Field(ge=0)] = 2  # extra tries of a rollout that errored (infrastructure), later
 
 
 class GateConfig(_Frozen):
@@ -60,10 +63,10 @@ class GateConfig(_Frozen):
     min_effect: float = 0.1  # improvement per pair worth detecting; below it, stop early (futility)
     interim_alpha: float = 0.005  # p-value that accepts before every pair is in
     futility: float = 0.05  # stop when the chance of still accepting falls below this
-    trials: int = 1  # pairs per validation task
+    trials: Count = 1  # pairs per validation task
     deterministic: Literal["auto", "on", "off"] = "auto"  # temperature 0 + seed where the target allows
     seed: int = 0  # sampling seed of deterministic rollouts
-    per_step: int = 1  # screened candidates gated per step, best screen first
+    per_step: Count = 1  # screened candidates gated per step, best screen first
     noninferiority_margin: float = 0.05  # consolidation: accepted when not worse than this
     early_stop: bool = True  # False: every pair of every decision (no interim accept, no futility)
 
@@ -76,11 +79,11 @@ class GateConfig(_Frozen):
 
 
 class ModelsConfig(_Frozen):
-    timeout_s: float = 180.0
-    retries: int = 4  # retries after the first try of a call (0: one try)
-    retry_base_delay_s: float = 1.0
-    optimizer_temperature: float | None = None
-    optimizer_max_tokens: int = 2048
+    timeout_s: Seconds = 180.0
+    retries: Annotated[int, Field(ge=0)] = 4  # retries after the first try of a call (0: one try)
+    retry_base_delay_s: Annotated[float, Field(ge=0)] = 1.0
+    optimizer_temperature: Annotated[float, Field(ge=0)] | None = None
+    optimizer_max_tokens: Count = 2048
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
 
@@ -99,28 +102,22 @@ class RunConfig(_Frozen):
     models: ModelsConfig = ModelsConfig()
     harness_options: dict[str, Any] = Field(default_factory=dict)
     benchmark_options: dict[str, Any] = Field(default_factory=dict)
-
-    def fingerprint(self) -> str:
-        """Hash of what makes rollouts comparable: a resume with a different one is refused."""
-        keep = {
-            "benchmark": self.benchmark, "harness": self.harness, "target_model": self.target_model,
-            "splits": self.splits.model_dump(), "limits": self.limits.model_dump(),
-            "harness_options": self.harness_options, "benchmark_options": self.benchmark_options,
-        }
-        return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    sandbox: bool = True  # agents (and tests of their code) run in bubblewrap; False: --no-sandbox
+    # what makes two rollouts the same, the resume fingerprint: skillopt.engine.settings
 
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Sized so a full run on a 2-core laptop with the embedded 0.5B model finishes in minutes.
     "quick": {
         "benchmark": "gsm8k",
-        "splits": {"seed": 0, "train": 4, "val": 6, "test": 6},
-        "train": {"epochs": 1, "batch_size": 4, "minibatch_size": 4, "concurrency": 6,
+        "splits": {"seed": 0, "train": 8, "val": 24, "test": 60},
+        "train": {"epochs": 1, "batch_size": 8, "minibatch_size": 4, "concurrency": 4,
                   "learning_rate": {"initial": 2, "final": 1, "schedule": "constant"},
-                  "skill_token_cap": 600, "include_successes": 1, "consolidate": False,
-                  "summary_tokens": 200, "max_reflections_per_step": 1},
-        "limits": {"max_tokens": 256, "timeout_s": 120},
-        "models": {"optimizer_max_tokens": 1024},
+                  "skill_token_cap": 800, "include_successes": 1, "consolidate": False,
+                  "summary_tokens": 200, "max_reflections_per_step": 3},
+        "limits": {"max_tokens": 320, "timeout_s": 300},
+        # a CPU serves the optimizer's calls one or two at a time: the wait for a slot counts too
+        "models": {"optimizer_max_tokens": 768, "timeout_s": 900},
     },
 }
 
@@ -137,7 +134,14 @@ def parse_override(item: str) -> dict[str, Any]:
     if "=" not in item:
         raise BadInput(f"bad override {item!r}: write --set section.key=value (e.g. --set train.epochs=3)")
     path, raw = item.split("=", 1)
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        why = str(e).splitlines()[0]
+        raise BadInput(f"bad override {item!r}: its value is not valid YAML ({why}); quote it "
+                       f"(--set '{path}=\"...\"')") from None
+    if not path.strip() or any(not part.strip() for part in path.split(".")):
+        raise BadInput(f"bad override {item!r}: write --set section.key=value (e.g. --set train.epochs=3)")
     out: dict[str, Any] = value
     for part in reversed(path.strip().split(".")):
         out = {part: out}
@@ -146,10 +150,9 @@ def parse_override(item: str) -> dict[str, Any]:
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
+    text = read_user_text(p, "config file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except OSError as e:
-        raise BadInput(f"cannot read config file {p}: {e.strerror}") from e
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         raise BadInput(f"config file {p} is not valid YAML: {str(e).splitlines()[0]}") from e
     if not isinstance(data, dict):
@@ -170,10 +173,10 @@ def resolve_config(*layers: dict[str, Any], source: str = "configuration") -> Ru
 
 
 def redacted(cfg: RunConfig) -> dict[str, Any]:
-    """The config as written to config.yaml: no secrets (keys never enter RunConfig anyway)."""
+    """The config as written to config.yaml, the index and trackers: every secret masked (at any
+    depth, in URLs, known values). A resume gives the masked values again (see engine/run.py)."""
     data = cfg.model_dump(mode="json")
-    for section in ("harness_options", "benchmark_options"):
-        for k in list(data.get(section, {})):
-            if any(s in k.lower() for s in ("key", "token", "secret", "password")):
-                data[section][k] = "***"
-    return data
+    for k in ("max_tokens", "stop"):  # unset: the benchmark's own (engine.settings.effective_limits)
+        if k not in cfg.limits.model_fields_set:
+            data["limits"].pop(k, None)
+    return redact(data)

@@ -7,8 +7,10 @@ import asyncio
 from pathlib import Path
 
 from skillopt.benchmarks.registry import get_benchmark
+from skillopt.config import resolve_config
 from skillopt.engine.events import Emitter
 from skillopt.engine.rollouts import RolloutRunner
+from skillopt.engine.settings import settings_that_matter
 from skillopt.harness.base import Limits, Rollout, RolloutOutput
 from skillopt.models.meter import Meter
 from skillopt.models.spec import parse_model_spec
@@ -41,8 +43,10 @@ def test_rollouts_take_turns_on_fixed_folders_and_retire_a_hung_one(tmp_path):
     dead = next(p for p in range(4_000_000, 4_100_000) if not Path(f"/proc/{p}").exists())
     (store.root / "work" / f"lane-{dead}-0" / "src").mkdir(parents=True)  # what a killed run left
     harness, benchmark = FolderHarness(), get_benchmark(SAMPLE)
+    cfg = resolve_config({"benchmark": str(SAMPLE), "target_model": "openai:gpt-5-mini"})
     runner = RolloutRunner(store, harness, benchmark, parse_model_spec("openai:gpt-5-mini"),
-                           Limits(timeout_s=0.1), Meter(), Emitter(), concurrency=2, salt="s")
+                           Limits(timeout_s=0.1), Meter(), Emitter(), concurrency=2,
+                           settings=settings_that_matter(cfg, benchmark, harness))
     runner.grace_s = 0.2
     tasks = list(benchmark.tasks("train")) + list(benchmark.tasks("val"))
     first, later = tasks[:6], tasks[6:8]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,19 +16,12 @@ import pytest
 import skillopt.benchmarks as bm
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.benchmarks.swe_grading import SweInstance, grade_log
-from skillopt.benchmarks.swebench_docker import (
-    ENV_NOTE,
-    ContainerLimits,
-    Docker,
-    SWEBenchDocker,
-    apply_commands,
-    container_spec,
-    eval_script,
-    evaluate,
-    image_name,
-    load_rows,
-)
+from skillopt.benchmarks.docker_engine import ContainerLimits, ContainerSpec, Docker, labels
+from skillopt.benchmarks.environment import task_container
+from skillopt.benchmarks.swe_docker_grading import apply_commands, eval_script, evaluate, grading_spec, image_name
+from skillopt.benchmarks.swebench_docker import ENV_NOTE, SWEBenchDocker, load_rows
 from skillopt.errors import BadInput
+from tests.swe_docker import DATASET, IDS, images, needs_docker, owned_by
 
 pytest.importorskip("swebench", reason="the swe extra (swebench) is not installed: pip install 'skillopt[swe]'")
 
@@ -86,19 +80,23 @@ def test_image_names_follow_swebench(inst):
     assert image_name(inst) == expected_image(inst.instance_id)
 
 
-def test_container_specs_carry_the_limits_labels_and_mount(inst, tmp_path):
+def test_container_specs_carry_the_limits_labels_and_mounts(inst, tmp_path):
+    import os
+
     limits = ContainerLimits(memory="6g", cpus=1.5, pids=512, eval_timeout_s=60)
-    spec = container_spec(inst, "eval", "sess1", limits)
-    kw = spec.create_kwargs()
+    kw = grading_spec(inst, limits, "swebench", "run7").create_kwargs()
     assert kw["image"] == "swebench/sweb.eval.x86_64.calc_1776_calc-42:latest"
     assert (kw["mem_limit"], kw["memswap_limit"], kw["nano_cpus"], kw["pids_limit"]) == ("6g", "6g", 1_500_000_000, 512)
-    assert kw["labels"] == {"skillopt": "1", "skillopt.session": "sess1", "skillopt.instance": "calc__calc-42",
-                            "skillopt.purpose": "eval"}
-    assert kw["volumes"] is None and kw["working_dir"] == "/testbed" and kw["detach"] is True
-    assert kw["command"] == "tail -f /dev/null" and kw["name"].startswith("skillopt-eval-calc__calc-42-")
-    work = container_spec(inst, "work", "sess1", limits, mount=tmp_path).create_kwargs()
-    assert work["volumes"] == {str(tmp_path): {"bind": "/testbed", "mode": "rw"}}
-    assert work["environment"] == {"PYTHONDONTWRITEBYTECODE": "1"}
+    assert kw["labels"]["skillopt.owner"].split(":")[1] == str(os.getpid())
+    assert {k: v for k, v in kw["labels"].items() if k != "skillopt.owner"} == {
+        "skillopt": "1", "skillopt.instance": "calc__calc-42", "skillopt.purpose": "eval", "skillopt.run": "run7"}
+    assert kw["volumes"] is None and kw["working_dir"] == "/testbed" and kw["detach"] is True and kw["init"]
+    assert kw["command"] == "sleep 960" and kw["name"].startswith("skillopt-eval-calc__calc-42-")  # tests + 900 s
+    work = ContainerSpec("img", "n", labels("work", "i"), limits, mounts={str(tmp_path): "/testbed"},
+                         read_only={"/opt/tools": "/skillopt/tools/0"}, network="host").create_kwargs()
+    assert work["volumes"] == {str(tmp_path): {"bind": "/testbed", "mode": "rw"},
+                               "/opt/tools": {"bind": "/skillopt/tools/0", "mode": "ro"}}
+    assert work["network_mode"] == "host"
 
 
 def test_patch_commands_are_swebench_fallbacks():
@@ -233,7 +231,7 @@ def script_for(log: str, apply_ok: bool = True, boom: bool = False):
 
 def test_evaluate_resolves_and_removes_its_container(inst, tmp_path):
     engine = FakeEngine(script_for(recorded_log()))
-    report = evaluate(Docker(engine.client), inst, "diff --git a/calc.py b/calc.py\n", "s", ContainerLimits(),
+    report = evaluate(Docker(engine.client), inst, "diff --git a/calc.py b/calc.py\n", ContainerLimits(),
                       log_dir=tmp_path)
     assert report.resolved and report.applied
     assert engine.containers == {} and len(engine.removed) == 1
@@ -249,7 +247,7 @@ def test_evaluate_failures_are_scored_and_never_leave_a_container(inst, case):
                         pull_fails=case == "pull fails")
     if case == "timeout":
         engine.script = lambda cmd, c: (137, "killed") if "eval.sh" in cmd else script_for(log)(cmd, c)
-    report = evaluate(Docker(engine.client), inst, "diff --git a/calc.py b/calc.py\n", "s", ContainerLimits())
+    report = evaluate(Docker(engine.client), inst, "diff --git a/calc.py b/calc.py\n", ContainerLimits())
     assert not report.resolved and report.score.hard == 0
     assert engine.containers == {}
     expected = {"apply fails": "does not apply", "engine error": "engine went away",
@@ -259,13 +257,13 @@ def test_evaluate_failures_are_scored_and_never_leave_a_container(inst, case):
 
 def test_empty_patch_runs_nothing(inst):
     engine = FakeEngine(script_for(recorded_log()))
-    report = evaluate(Docker(engine.client), inst, "", "s", ContainerLimits())
+    report = evaluate(Docker(engine.client), inst, "", ContainerLimits())
     assert report.empty_patch and not report.resolved and engine.commands == []
 
 
-async def test_rollout_flow_copies_testbed_runs_a_work_container_and_cleans_up(inst, tmp_path):
+async def test_agent_on_the_host_copies_testbed_runs_a_work_container_and_cleans_up(inst, tmp_path):
     engine = FakeEngine(script_for(recorded_log()))
-    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client))
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client), agent_in_container=False)
     task = bench.tasks("all")[0]
     assert ENV_NOTE in task.prompt and inst.patch not in task.prompt
     ws = tmp_path / "ws"
@@ -282,9 +280,28 @@ async def test_rollout_flow_copies_testbed_runs_a_work_container_and_cleans_up(i
     assert list((tmp_path / "swe-logs" / inst.instance_id).rglob("report.json"))
 
 
+async def test_agent_in_the_container_gets_a_container_spec_and_its_patch_is_graded(inst, tmp_path):
+    engine = FakeEngine(script_for(recorded_log()))
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client), prefix="local",
+                           limits=ContainerLimits(memory="3g", cpus=1.0, pids=256))
+    task = bench.tasks("all")[0]
+    assert ENV_NOTE not in task.prompt
+    ws = tmp_path / "runs" / "r1" / "work" / "lane-1-0"
+    ws.mkdir(parents=True)
+    bench.prepare(task, ws)
+    spec = task_container(ws)
+    assert spec is not None and engine.containers == {}  # the harness starts it, not the benchmark
+    assert (spec.image, spec.workdir, spec.memory, spec.cpus, spec.pids, spec.network, spec.run) == (
+        "local/sweb.eval.x86_64.calc_1776_calc-42:latest", "/testbed", "3g", 1.0, 256, "host", "r1")
+    assert not (ws / "calc.py").exists()  # the repository stays in the container
+    score = await bench.score(task, RolloutOutput(text="fixed", patch="diff --git a/calc.py b/calc.py\n"), ws)
+    assert score.hard == 1, score.feedback
+    assert engine.containers == {} and len(engine.removed) == 1  # the grading container
+
+
 async def test_an_image_that_cannot_be_pulled_is_a_scored_failure(inst, tmp_path):
     engine = FakeEngine(script_for(recorded_log()), pull_fails=True)
-    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client))
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client), agent_in_container=False)
     task = bench.tasks("all")[0]
     bench.prepare(task, tmp_path)  # never raises
     score = await bench.score(task, RolloutOutput(text="x", patch="diff"), tmp_path)
@@ -293,7 +310,7 @@ async def test_an_image_that_cannot_be_pulled_is_a_scored_failure(inst, tmp_path
 
 def test_close_removes_every_container_left(inst, tmp_path):
     engine = FakeEngine(script_for(recorded_log()))
-    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client))
+    bench = SWEBenchDocker(lambda: [inst], docker=Docker(engine.client), agent_in_container=False)
     bench.prepare(bench.tasks("all")[0], tmp_path)  # a work container, never scored (a crashed rollout)
     assert engine.containers
     bench.close()
@@ -316,30 +333,23 @@ def test_no_docker_engine_fails_in_the_factory_with_one_line(monkeypatch):
 # ---------------------------------------------------------------- a real engine, when there is one
 
 
-def _engine_or_reason() -> str | None:
-    try:
-        import docker
-
-        docker.from_env(timeout=5).ping()
-        return None
-    except Exception as e:
-        return f"no Docker engine here ({type(e).__name__}): the container path is checked only where Docker runs"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_engine_or_reason() is not None, reason=_engine_or_reason() or "")
-def test_a_real_swebench_instance_gold_resolves_and_empty_does_not(tmp_path):
-    """Needs Docker and the network (hub data set, instance image): SKILLOPT_SWEBENCH_INSTANCE picks one."""
+@needs_docker
+def test_a_real_instance_gold_resolves_empty_does_not_and_the_host_workspace_is_its_testbed(tmp_path):
+    """A locally built image (tests.swe_docker); SKILLOPT_SWEBENCH_INSTANCE=<id> checks a hub instance
+    instead (that needs the network: the data set and its official image)."""
     import os
 
-    iid = os.environ.get("SKILLOPT_SWEBENCH_INSTANCE", "astropy__astropy-12907")
-    try:
-        bench = bm.get_benchmark("swebench", dataset="verified", instance_ids=iid)
-        task = bench.tasks("all")[0]
-    except BadInput as e:
-        pytest.skip(f"the SWE-bench data set cannot be loaded here: {e}")
     from skillopt.benchmarks.swe_grading import instance_of
 
+    hub = os.environ.get("SKILLOPT_SWEBENCH_INSTANCE")
+    if hub:
+        bench = bm.get_benchmark("swebench", dataset="verified", instance_ids=hub, agent_in_container=False)
+    else:
+        images(IDS[:1])
+        bench = bm.get_benchmark("swebench", dataset=DATASET, instance_ids=IDS[0], agent_in_container=False)
+    bench.preflight()
+    task = bench.tasks("all")[0]
     gold = bench.grade(task, instance_of(task).patch, log_dir=tmp_path / "gold")
     assert gold.resolved, gold.score.feedback
     assert not bench.grade(task, "").resolved
@@ -347,5 +357,9 @@ def test_a_real_swebench_instance_gold_resolves_and_empty_does_not(tmp_path):
     ws.mkdir()
     bench.prepare(task, ws)
     assert (ws / ".git").is_dir() and Path(ws / ".skillopt" / "env").is_file()
+    out = subprocess.run([str(ws / ".skillopt" / "env"), "git status --porcelain | wc -l; ls -A"], capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    assert out[0] == "0" and set(out[1:]) == {p.name for p in ws.iterdir()}  # the container sees the workspace
     bench.release(ws)
     bench.close()
+    assert owned_by(os.getpid()) == []

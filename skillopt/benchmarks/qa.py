@@ -23,6 +23,7 @@ from typing import Any, Literal
 from skillopt.benchmarks import scorers
 from skillopt.benchmarks.base import RolloutOutput, Score, Split, SplitSizes, Task, assign_splits, data_hash
 from skillopt.errors import BadInput
+from skillopt.store.files import read_user_text
 
 ScorerName = Literal["auto", "choice", "numeric", "exact", "f1"]
 SCORERS: tuple[str, ...] = ("auto", "choice", "numeric", "exact", "f1")
@@ -202,23 +203,25 @@ def load_jsonl(path: str | Path, scorer: str = "auto") -> list[Task]:
         raise BadInput(f"unknown scorer {scorer!r}: choose one of {', '.join(SCORERS)}")
     if not path.is_file():
         raise BadInput(f"benchmark file {path} not found: give the path of a .jsonl file or a benchmark name")
+    text = read_user_text(path, "benchmark file")
+    if "\x00" in text:
+        raise BadInput(f"benchmark file {path} holds binary data (NUL bytes): give a UTF-8 .jsonl file")
     tasks: list[Task] = []
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{where}: invalid JSON ({e.msg} at column {e.colno}): fix or remove the line") from None
-            task = parse_line(row, where, scorer)
-            if task.id in first_line:
-                raise BadInput(f"{where}: duplicate id {task.id!r} (first on line {first_line[task.id]}): "
-                               "ids must be unique")
-            first_line[task.id] = n
-            tasks.append(task)
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{where}: invalid JSON ({e.msg} at column {e.colno}): fix or remove the line") from None
+        task = parse_line(row, where, scorer)
+        if task.id in first_line:
+            raise BadInput(f"{where}: duplicate id {task.id!r} (first on line {first_line[task.id]}): "
+                           "ids must be unique")
+        first_line[task.id] = n
+        tasks.append(task)
     if not tasks:
         raise BadInput(f"{path} has no tasks: write one JSON object per line")
     return tasks

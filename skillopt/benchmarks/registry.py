@@ -108,9 +108,20 @@ def _check_options(info: BenchmarkInfo, options: dict[str, Any]) -> None:
                        f"its options are {known}")
 
 
+_MEASURES = ("timeout", "memory", "cpus", "tokens", "size", "limit", "_mb", "_s")
+
+
+def _check_ranges(options: dict[str, Any]) -> None:
+    """Sizes, timeouts and limits among benchmark options are positive (`test_timeout_s=0` is a mistake)."""
+    for k, v in options.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v <= 0 and any(m in k for m in _MEASURES):
+            raise BadInput(f"bad benchmark option {k}={v}: it must be greater than 0")
+
+
 def get_benchmark(name_or_path: str | Path, sizes: SplitSizes | None = None, **options: Any) -> Benchmark:
     """The one function that turns a benchmark name or a `.jsonl` path (plus options) into a benchmark."""
     sizes = sizes or SplitSizes()
+    _check_ranges(options)
     if is_jsonl_path(name_or_path):
         from skillopt.benchmarks.qa import jsonl_benchmark
 

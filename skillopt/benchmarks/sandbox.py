@@ -7,8 +7,9 @@ timeout, and after every normal exit, the whole group is killed, so no stray chi
 Output (stdout and stderr together) goes to a file, never a pipe, so a grandchild that keeps the
 pipe open cannot hang the parent; the result carries its tail.
 
-This bounds time, memory, CPU and file sizes. It is not a security sandbox: the command runs as the
-current user with network access.
+This bounds time, memory, CPU and file sizes. It is not a security sandbox by itself: `wrap` (a
+`skillopt.sandbox.Sandbox`'s `wrap`, given by the run) puts the command in one, with only its own
+folder, its interpreter and no network in reach.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,8 +103,10 @@ def _tail(path: Path, limit: int) -> str:
 
 def run_limited(cmd: list[str], *, cwd: Path | str, timeout_s: float, env: dict[str, str] | None = None,
                 limits: ResourceLimits | None = None, output_path: Path | None = None,
-                stdin_text: str | None = None, tail_chars: int = 2_000_000) -> SandboxResult:
-    """Run `cmd` with a timeout and resource limits in its own process group.
+                stdin_text: str | None = None, tail_chars: int = 2_000_000,
+                wrap: Callable[[list[str]], list[str]] | None = None) -> SandboxResult:
+    """Run `cmd` with a timeout and resource limits in its own process group (inside `wrap`'s
+    sandbox, when given; it must show this Python to the command).
 
     Never raises for the command's failure (non-zero exit, crash, timeout); a command that cannot
     be started exits 127 with a `cannot run ...` line.
@@ -118,7 +122,8 @@ def run_limited(cmd: list[str], *, cwd: Path | str, timeout_s: float, env: dict[
             if stdin_text is not None:
                 stdin.write(stdin_text.encode())
                 stdin.seek(0)
-            proc = subprocess.Popen([*launcher, *cmd], cwd=str(cwd), env=env, stdin=stdin, stdout=out,
+            argv = [*launcher, *cmd]
+            proc = subprocess.Popen(wrap(argv) if wrap else argv, cwd=str(cwd), env=env, stdin=stdin, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 returncode: int | None = proc.wait(timeout=timeout_s)

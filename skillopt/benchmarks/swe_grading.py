@@ -119,7 +119,9 @@ def load_instances(path: Path) -> list[SweInstance]:
     """Rows from a `.jsonl` or `.json` file; any problem is a `BadInput` naming the file and line."""
     if not path.is_file():
         raise BadInput(f"SWE task file {path} not found")
-    text = path.read_text(encoding="utf-8")
+    from skillopt.store.files import read_user_text
+
+    text = read_user_text(path, "SWE task file")
     if path.suffix == ".json":
         rows = json.loads(text)
         items = [(f"{path}[{i}]", r) for i, r in enumerate(rows if isinstance(rows, list) else [rows])]
@@ -223,7 +225,9 @@ def rollout_patch(out: RolloutOutput, ws: Path | None) -> tuple[str, str]:
     else the last ```diff block of the reply."""
     if out.patch is not None and out.patch.strip():
         return out.patch, "the workspace diff"
-    diff = workspace_diff(ws) if ws is not None else None
+    # a harness that gave a patch (even empty) already diffed the workspace, in its sandbox: git here
+    # would run the agent's repository configuration (filters, fsmonitor) outside it
+    diff = workspace_diff(ws) if ws is not None and out.patch is None else None
     if diff and diff.strip():
         return diff, "the workspace diff"
     blocks = _DIFF_BLOCK.findall(out.text or "")
@@ -320,10 +324,11 @@ def write_logs(log_dir: Path | None, patch: str, log_text: str, report: GradeRep
     """Per-rollout files: the patch, the test log, the report, and any extra `name=text`."""
     if log_dir is None:
         return
-    log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / "patch.diff").write_text(patch, encoding="utf-8")
-    (log_dir / "test_output.txt").write_text(log_text, encoding="utf-8")
+    from skillopt.store.files import atomic_write_text  # secrets masked, as in every file skillopt writes
+
+    atomic_write_text(log_dir / "patch.diff", patch)
+    atomic_write_text(log_dir / "test_output.txt", log_text)
     for name, text in files.items():
-        (log_dir / name).write_text(text, encoding="utf-8")
+        atomic_write_text(log_dir / name, text)
     if report is not None:
-        (log_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+        atomic_write_text(log_dir / "report.json", report.model_dump_json(indent=2))

@@ -64,6 +64,9 @@ from skillopt.benchmarks.swe_grading import (
     write_logs,
 )
 from skillopt.errors import BadInput
+from skillopt.sandbox import Sandbox, interpreter_paths
+from skillopt.store.files import atomic_write_text
+from skillopt.store.run import safe_name
 
 SHIPPED_TASKS = Path(__file__).resolve().parents[2] / "benchmarks" / "swe_local" / "tasks.jsonl"
 DEFAULT_TEST_CMD = ("python", "-m", "pytest", "-rA", "-p", "no:cacheprovider")
@@ -209,9 +212,10 @@ def build_test_command(inst: SweInstance, python: str) -> list[str]:
 
 def grade_local(inst: SweInstance, patch: str, source: str, *, python: str | None = None,
                 timeout_s: float | None = None, limits: ResourceLimits | None = None,
-                log_dir: Path | None = None, run_empty: bool = False) -> GradeReport:
+                log_dir: Path | None = None, run_empty: bool = False, sandbox: Sandbox | None = None) -> GradeReport:
     """Grade `patch` in a fresh clone (see the module docstring). Never raises for a bad patch, a
-    failed clone or a hung test run: those are reports with `error` set.
+    failed clone or a hung test run: those are reports with `error` set. With `sandbox`, the tests
+    (code the agent changed) run in it: the clone, the interpreter, no network, nothing else.
 
     An empty patch is not resolved and runs nothing, as in SWE-bench, unless `run_empty` (used to
     check that a task's tests really fail on its base commit).
@@ -250,8 +254,16 @@ def grade_local(inst: SweInstance, patch: str, source: str, *, python: str | Non
         env = minimal_env(tmp / "home", {k: _abs_paths(v, repo) if k == "PYTHONPATH" else v
                                          for k, v in inst.test_env.items()})
         (tmp / "home").mkdir()
-        run = run_limited(build_test_command(inst, python or sys.executable), cwd=repo, timeout_s=timeout, env=env,
-                          limits=limits or ResourceLimits(memory_mb=4096))
+        python = python or sys.executable
+        wrap = None
+        if sandbox is not None:
+            shown = [*interpreter_paths(sys.executable), *interpreter_paths(python)]
+            env["HOME"] = "/tmp"  # the sandbox's own
+
+            def wrap(argv: list[str]) -> list[str]:
+                return sandbox.wrap(argv, repo, read_only=shown, network=False)
+        run = run_limited(build_test_command(inst, python), cwd=repo, timeout_s=timeout, env=env,
+                          limits=limits or ResourceLimits(memory_mb=4096), wrap=wrap)
         log = compose_log(steps, run.output, run.returncode, run.timed_out)
         log_path = (log_dir or tmp) / "test_output.txt"
         write_logs(log_dir, patch, log)
@@ -264,7 +276,7 @@ def grade_local(inst: SweInstance, patch: str, source: str, *, python: str | Non
             tail = [ln for ln in run.output.strip().splitlines() if ln.strip()][-1:] or ["no output"]
             report = report.model_copy(update={"error": f"{report.error}: {tail[0][:300]}"})
         if log_dir is not None:
-            (log_dir / "report.json").write_text(report.model_dump_json(indent=2), encoding="utf-8")
+            atomic_write_text(log_dir / "report.json", report.model_dump_json(indent=2))
         return report
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -296,6 +308,12 @@ class SweLocalBenchmark:
         self.log_dir = log_dir
         self.repos = RepoCache(cache_dir)
         self._setup_errors: dict[str, str] = {}
+        self.sandbox: Sandbox | None = None
+        self.artefacts: Path | None = None
+
+    def isolate(self, sandbox: Sandbox, artefacts: Path) -> None:
+        """Tests run in `sandbox`; grading logs go under `artefacts` (`RunsUntrustedCode`)."""
+        self.sandbox, self.artefacts = sandbox, artefacts
 
     @cached_property
     def _tasks(self) -> dict[str, Task]:
@@ -342,7 +360,7 @@ class SweLocalBenchmark:
             return GradeReport(instance_id=inst.instance_id, error=str(e))
         try:
             return grade_local(inst, patch, source, python=self.python, timeout_s=self.test_timeout_s,
-                               limits=self.limits, log_dir=log_dir, run_empty=run_empty)
+                               limits=self.limits, log_dir=log_dir, run_empty=run_empty, sandbox=self.sandbox)
         except (OSError, subprocess.SubprocessError) as e:  # git or the test command itself failed to run
             return GradeReport(instance_id=inst.instance_id, error=f"grading failed: {_why(e)}")
 
@@ -351,7 +369,8 @@ class SweLocalBenchmark:
         if err:
             return Score(hard=0, soft=0, feedback=f"setup failed, nothing was graded: {err}")
         patch, where = await asyncio.to_thread(rollout_patch, out, Path(ws))
-        log_dir = (self.log_dir or Path(ws).parent / "swe-logs") / task.id / Path(ws).name
+        logs = self.log_dir or (self.artefacts / "swe-logs" if self.artefacts else Path(ws).parent / "swe-logs")
+        log_dir = logs / safe_name(task.id) / Path(ws).name
         report = await asyncio.to_thread(self.grade, task, patch, log_dir)
         s = report.score
         return s.model_copy(update={"feedback": f"{s.feedback} (patch from {where})"}) if patch else s

@@ -59,17 +59,33 @@ def root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="More output."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise BadInput(f"--runs-dir {runs_dir} is a file, not a folder: pick a folder (it is made when missing)")
     Globals.runs_dir, Globals.config, Globals.verbose = runs_dir, config, verbose
 
 
 def load_env() -> dict[str, str]:
-    """The CLI edge reads the environment (and a .env file in the working folder) once."""
+    """The CLI edge reads the environment (and a .env file in the working folder) once. Every
+    key-like value it holds is registered for redaction: it never reaches a file skillopt writes."""
     import os
 
     from dotenv import dotenv_values
 
+    from skillopt.store.redact import register_secrets, secrets_in_environ
+
     values = {k: v for k, v in dotenv_values(".env").items() if v is not None} if Path(".env").exists() else {}
-    return {**values, **os.environ}
+    environ = {**values, **os.environ}
+    register_secrets(*secrets_in_environ(environ))
+    return environ
+
+
+def protect(cfg):
+    """Register the secrets a resolved configuration holds (options under key-like names, `env`
+    values, URL credentials) for redaction; returns `cfg`."""
+    from skillopt.store.redact import register_secrets, secrets_in
+
+    register_secrets(*secrets_in(cfg.model_dump(mode="json")))
+    return cfg
 
 
 def fail(message: str) -> None:

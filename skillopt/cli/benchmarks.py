@@ -69,3 +69,46 @@ def make_swe(
     rows = make(package, version, out_dir, count, seed, sdist, tests or None, max_failing, jobs, license,
                 rewrite, progress=lambda line: out.print(line, markup=False))
     out.print(f"{len(rows)} tasks: {', '.join(r.instance_id for r in rows)}")
+
+
+@bench_app.command("build-images", help="""Build SWE-bench images of swe-local tasks on this machine (no registry):
+a Debian base image (debootstrap, cached) and one image per task in the official layout (/testbed at the
+base commit, named <prefix>/sweb.eval.x86_64.<id>:latest). Cached by content: nothing is rebuilt twice.
+Then run them with --benchmark swebench --set benchmark_options.dataset=swe-local (or the rows --out wrote).
+
+Example: skillopt benchmarks build-images --benchmark swe-local --ids toolz-1.2.0-001,toolz-1.2.0-002""")
+def build_images(
+    benchmark: str = typer.Option("swe-local", "--benchmark", help="Only swe-local (its rows carry their repositories)."),
+    ids: str = typer.Option(None, "--ids", help="Comma-separated instance ids (default: all)."),
+    tasks: Path = typer.Option(None, "--tasks", help="A swe-local tasks.jsonl (default: the shipped one)."),
+    prefix: str = typer.Option("local", "--prefix", help="Image name prefix."),
+    base: str = typer.Option(None, "--base", help="Build on this image instead of a debootstrapped Debian "
+                                                 "(it needs python3, pytest, git and patch)."),
+    mirror: str = typer.Option(None, "--mirror", help="Debian mirror for debootstrap (default: apt's own)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Build instance images again even when up to date."),
+    rows_out: Path = typer.Option(None, "--out", help="Also write the SWE-bench rows (image, eval_script, ...) here."),
+) -> None:
+    from skillopt.benchmarks.swe_grading import load_instances
+    from skillopt.benchmarks.swe_images import build_images as build
+    from skillopt.benchmarks.swe_images import swebench_row
+    from skillopt.benchmarks.swe_local import default_tasks_file
+    from skillopt.errors import BadInput
+
+    if benchmark != "swe-local":
+        raise BadInput(f"build-images builds swe-local tasks only, not {benchmark!r}: SWE-bench's own images "
+                       "come from its registry (or `python -m swebench.harness.prepare_images`)")
+    path = tasks or default_tasks_file()
+    instances = load_instances(path)
+    if ids:
+        wanted = [s.strip() for s in ids.split(",") if s.strip()]
+        unknown = sorted(set(wanted) - {i.instance_id for i in instances})
+        if unknown:
+            raise BadInput(f"{path} has no instance {', '.join(unknown)}")
+        instances = [i for i in instances if i.instance_id in set(wanted)]
+    built = build(instances, path.parent, prefix, base, mirror, rebuild, progress=lambda s: out.print(s, markup=False))
+    if rows_out:
+        rows_out.write_text("".join(swebench_row(i, prefix).model_dump_json(exclude_none=True) + "\n"
+                                    for i in instances), encoding="utf-8")
+        out.print(f"rows: {rows_out}", markup=False)
+    out.print(f"{len(built)} images ({sum(b.built for b in built)} built, "
+              f"{sum(not b.built for b in built)} up to date)")

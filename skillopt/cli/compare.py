@@ -39,6 +39,7 @@ def compare(
     overrides: list[str] = typer.Option(None, "--set", help="Dotted override for scoring skill files."),
     bootstrap: int = typer.Option(10000, "--bootstrap", help="Resamples of the paired bootstrap."),
     seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Score skill files with agents unsandboxed."),
 ) -> None:
     from skillopt.report.compare import compare_skills, run_entry, unique_labels
     from skillopt.report.scoring import current_data_hash
@@ -72,7 +73,7 @@ def compare(
                 notes.append(why)
         else:
             d = _score_file(ref, label, splits, first_run, benchmark, harness, target_model, trials, concurrency,
-                            config, overrides)
+                            config, overrides, no_sandbox)
         data.append(d)
     cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
     cmp.notes += notes
@@ -87,11 +88,12 @@ def compare(
 
 
 def _score_file(ref, label, splits, first_run, benchmark, harness, target_model, trials, concurrency, config,
-                overrides):
+                overrides, no_sandbox):
     from skillopt.cli.progress import ProgressView
     from skillopt.cli.run import scoring_config
+    from skillopt.engine.settings import scoring_layer
     from skillopt.models.types import ProviderEnv
-    from skillopt.report.scoring import score_file, scoring_layer
+    from skillopt.report.scoring import score_file
 
     env = ProviderEnv.from_environ(load_env())
     layers: list[dict[str, Any]] = []
@@ -101,7 +103,8 @@ def _score_file(ref, label, splits, first_run, benchmark, harness, target_model,
         raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (and --target_model), "
                        "or compare it with a run whose settings it should use")
     cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
-                         target_model=target_model, train__trials=trials, train__concurrency=concurrency)
+                         target_model=target_model, gate__trials=trials, train__concurrency=concurrency,
+                         sandbox=False if no_sandbox else None)
     view = ProgressView()
     try:
         return score_file(ref, cfg, splits, Globals.runs_dir, env, [view], label)

@@ -24,6 +24,7 @@ def report(
     fmt: str = typer.Option(None, "--format", "-f", help="html | markdown (default: from the file name, else html)."),
 ) -> None:
     from skillopt.report.data import RunView
+    from skillopt.store.files import writable_output
     from skillopt.report.run_report import (
         build_report,
         render_html,
@@ -43,6 +44,7 @@ def report(
     path = output or view.store.root / ("report.html" if fmt == "html" else "report.md")
     if path.is_dir():
         raise BadInput(f"{path} is a folder: give a file name, e.g. -o {path / ('report.html' if fmt == 'html' else 'report.md')}")
+    writable_output(path, "the report")
     if view.in_progress:
         console.print(f"note: run {view.run_id} is {view.status}; the report shows what it has so far")
     write_report(view, path, fmt)

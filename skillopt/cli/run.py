@@ -7,12 +7,13 @@ from typing import Any
 
 import typer
 
-from skillopt.cli.app import Globals, app, console, load_env
+from skillopt.cli.app import Globals, app, console, load_env, protect
 from skillopt.cli.progress import ProgressView, print_summary
 from skillopt.config import PRESETS, load_yaml, parse_override, resolve_config
 from skillopt.models.types import ProviderEnv
 
 LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
+LOCAL_OPTIMIZER = "local:qwen2.5-coder-1.5b"
 
 
 def default_models(env: ProviderEnv) -> tuple[str, str, str | None]:
@@ -22,7 +23,8 @@ def default_models(env: ProviderEnv) -> tuple[str, str, str | None]:
     if env.anthropic_api_key:
         return ("anthropic:claude-haiku-4-5", "anthropic:claude-sonnet-4-5",
                 "no model given: using anthropic:claude-haiku-4-5 (target) and anthropic:claude-sonnet-4-5 (optimizer)")
-    return LOCAL_DEFAULT, LOCAL_DEFAULT, f"no API key set: using the embedded local model {LOCAL_DEFAULT} as target and optimizer"
+    return (LOCAL_DEFAULT, LOCAL_OPTIMIZER,
+            f"no API key set: using the embedded local models {LOCAL_DEFAULT} (target) and {LOCAL_OPTIMIZER} (optimizer)")
 
 
 def _flags(**values: Any) -> dict[str, Any]:
@@ -70,6 +72,8 @@ def run(
     track: list[str] = typer.Option(None, "--track", help="Mirror the run into a tracker: mlflow."),
     tracking_uri: str = typer.Option(None, "--tracking-uri",
                                       help="Tracker URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox",
+                                    help="Run agents (and tests of their code) without the bubblewrap sandbox."),
 ) -> None:
     from skillopt.engine.listeners import IndexWriter, MetricsWriter
     from skillopt.engine.run import train
@@ -97,9 +101,9 @@ def run(
         train__learning_rate__initial=learning_rate, train__learning_rate__schedule=schedule,
         splits__train=train_size, splits__val=val_size, splits__test=test_size, splits__seed=split_seed,
         budget__max_cost_usd=max_cost_usd, budget__max_rollouts=max_rollouts, budget__max_tokens=max_tokens,
-        harness_options__mode=harness_mode,
+        harness_options__mode=harness_mode, sandbox=False if no_sandbox else None,
     ))
-    cfg = resolve_config(*layers)
+    cfg = protect(resolve_config(*layers))
     if not cfg.target_model or not cfg.optimizer_model:
         t, o, note = default_models(env)
         cfg = cfg.model_copy(update={"target_model": cfg.target_model or t,
@@ -129,7 +133,7 @@ def scoring_config(layers: list[dict[str, Any]], config: Path | None, overrides:
             layers.append(load_yaml(path))
     layers += [parse_override(o) for o in overrides or []]
     layers.append(_flags(**flags))
-    cfg = resolve_config(*layers)
+    cfg = protect(resolve_config(*layers))
     if not cfg.target_model:
         t, _, note = default_models(env)
         cfg = cfg.model_copy(update={"target_model": t})
@@ -156,6 +160,7 @@ def eval_(
     concurrency: int = typer.Option(None, "--concurrency"),
     config: Path = typer.Option(None, "--config"),
     overrides: list[str] = typer.Option(None, "--set"),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run agents without the bubblewrap sandbox."),
 ) -> None:
     from skillopt.engine.evaluate import evaluate_skill
     from skillopt.store.refs import resolve_skill_ref
@@ -165,11 +170,12 @@ def eval_(
     ref = resolve_skill_ref(skill, Globals.runs_dir)
     layers: list[dict[str, Any]] = []
     if ref.run is not None:
-        base = ref.run.read_config()
-        layers.append({k: base[k] for k in ("benchmark", "harness", "target_model", "splits", "limits",
-                                            "harness_options", "benchmark_options", "gate") if k in base})
+        from skillopt.engine.settings import scoring_layer
+
+        layers.append(scoring_layer(ref.run.read_config()))
     cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
-                         target_model=target_model, gate__trials=trials, train__concurrency=concurrency)
+                         target_model=target_model, gate__trials=trials, train__concurrency=concurrency,
+                         sandbox=False if no_sandbox else None)
     if split not in ("train", "val", "test", "all"):
         raise_bad(f"unknown split {split!r}: use train, val, test or all")
     view = ProgressView()

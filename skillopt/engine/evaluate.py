@@ -11,16 +11,16 @@ from skillopt.config import RunConfig, redacted
 from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.engine.run import (
-    Specs, _harness, _limits, deterministic_mode, make_models, open_benchmark, resolve_specs, rollout_salt,
-    size_local_models,
+from skillopt.engine.setup import (
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, resolve_specs, size_local_models,
     token_capture,
 )
-from skillopt.models import Budget, Meter, ProviderEnv
+from skillopt.harness.workspace import check_skill_name
+from skillopt.models import ProviderEnv
 from skillopt.store.index import RunIndex
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
-from skillopt.store.run import RunStore, new_run_id
+from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
 @dataclass(frozen=True)
@@ -33,28 +33,32 @@ class EvalResult:
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
                    listeners: list[Listener]) -> EvalResult:
     specs = resolve_specs(cfg, env, need_optimizer=False)
+    run_id = check_run_id(cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
+    check_skill_name(ref.skill)
     with open_benchmark(cfg) as benchmark:
-        return _evaluate(cfg, ref, split, runs_dir, env, listeners, specs, benchmark)
+        check_splits(cfg, benchmark, (split,))
+        parts = build_parts(cfg, benchmark, env, None)
+        store = RunStore.create(runs_dir, run_id, lock=True)
+        try:
+            return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts)
+        finally:
+            store.unlock()
 
 
-def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
-              listeners: list[Listener], specs: Specs, benchmark: Benchmark) -> EvalResult:
+def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: ProviderEnv,
+              listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts) -> EvalResult:
+    runs_dir = store.root.parent
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
-    if specs.target.provider == "local":
-        size_local_models(specs, cfg.train.concurrency)
-    store = RunStore.create(runs_dir, cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
+    size_local_models(specs, cfg.train.concurrency)
     config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
     store.write_config(config)
     v = store.add_version(ref.skill, parent=None, origin=f"manual ({ref.label})", status="manual")
-    meter = Meter(Budget(**cfg.budget.model_dump()))
-    models = make_models(cfg, env, meter, None)
+    meter = parts.meter
     emit = Emitter(listeners)
     emit(RunStarted(store.run_id, config, resumed=False))
-    harness = _harness(cfg, models)
-    limits = _limits(cfg, benchmark, deterministic_mode(cfg, harness, specs.target))
-    with token_capture(specs.target, store, env, cfg, emit) as capture:
-        runner = RolloutRunner(store, harness, benchmark, specs.target, limits, meter, emit, cfg.train.concurrency,
-                               rollout_salt(cfg), cfg.train.summary_tokens, capture=capture)
+    with isolation(parts, benchmark, store), token_capture(specs.target, store, env, cfg, emit) as capture:
+        runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
+                               cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture)
         if ref.run is not None:  # reuse what the source run already scored
             runner.cache.update({r.key: r for r in ref.run.rollouts() if not r.errored})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))
@@ -62,8 +66,8 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: Pr
                                               retries=cfg.train.retry_errored))
     records = _keep_reused(store, ref, records, v.version)
     score = split_score(records)
-    store.write_state(RunState(run_id=store.run_id, status="finished", fingerprint=cfg.fingerprint(),
-                               meter=meter.snapshot()))
+    store.write_state(RunState(run_id=store.run_id, status="finished",
+                               fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
     summary = RunSummary(run_id=store.run_id, status="finished", benchmark=cfg.benchmark, harness=cfg.harness,
                          target_model=cfg.target_model, optimizer_model="", versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
@@ -71,8 +75,8 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: Pr
     index = RunIndex(runs_dir / "skillopt.db")
     index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
     index.upsert_version(store.run_id, v)
-    index.add_rollouts(store.run_id, records)
-    index.mark_complete(store.run_id, store.root / "rollouts.jsonl")
+    index.add_rollouts(store.run_id, records)  # one transaction
+    index.mark_complete(store.run_id, store.root / "rollouts.jsonl")  # readers may use the index alone
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits)
 

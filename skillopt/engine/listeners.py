@@ -30,7 +30,7 @@ class IndexWriter:
 
     def __init__(self, runs_dir: Path):
         self.runs_dir = runs_dir
-        self.index = RunIndex(runs_dir / "skillopt.db")
+        self._index: RunIndex | None = None  # opened with the run: a run refused at start leaves no database
         self.run_id: str | None = None
         self.config: dict = {}
         self._pending: list[RolloutRecord] = []
@@ -39,6 +39,12 @@ class IndexWriter:
         if self._pending and self.run_id is not None:
             self.index.add_rollouts(self.run_id, self._pending)
         self._pending = []
+
+    @property
+    def index(self) -> RunIndex:
+        if self._index is None:
+            self._index = RunIndex(self.runs_dir / "skillopt.db")
+        return self._index
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RolloutDone):

@@ -7,9 +7,7 @@ grouped writer (`store.writer`: many rollouts per write and per fsync, in its ow
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import heapq
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -17,6 +15,7 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
+from skillopt.engine.settings import Settings
 from skillopt.harness.agent_common import pid_alive
 from skillopt.harness.base import Harness, Limits, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
@@ -24,20 +23,9 @@ from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
 from skillopt.skill import Skill
 from skillopt.store.records import RolloutRecord
+from skillopt.store.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
-
-
-def task_hash(task: Task) -> str:
-    return hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
-
-
-def rollout_key(skill_sha: str, task: Task, harness: str, target: ModelSpec, trial: int, salt: str,
-                content_hash: str | None = None) -> str:
-    """The cache key: skill, task (content), harness, target model, trial, and the config that matters."""
-    task_hash_ = content_hash or task_hash(task)
-    payload = json.dumps([skill_sha, task.id, task_hash_, harness, str(target), trial, salt])
-    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class Lanes:
@@ -82,12 +70,12 @@ class RolloutRunner:
     grace_s = 30.0  # past the rollout timeout, before a harness that did not return is given up
 
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
-                 limits: Limits, meter: Meter, emit: Emitter, concurrency: int, salt: str,
+                 limits: Limits, meter: Meter, emit: Emitter, concurrency: int, settings: Settings,
                  summary_tokens: int = 400, capture=None):
         self.store, self.harness, self.benchmark = store, harness, benchmark
         self.capture = capture  # traces.tokens.TokenCapture for vLLM targets, else None
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
-        self.salt = salt
+        self.settings = settings  # the settings that matter: they make the cache key
         self.summary_tokens = summary_tokens
         self.concurrency = max(1, concurrency)
         self._sem = asyncio.Semaphore(self.concurrency)
@@ -96,19 +84,12 @@ class RolloutRunner:
         self._folderless = isinstance(harness, PromptOnly) and harness.prompt_only
         if not self._folderless:
             self._lanes.clear_dead()
-        self._task_hashes: dict[int, tuple[Task, str]] = {}  # id(task) -> (task, content hash)
         # errored rollouts (infrastructure failures) are on disk as spent calls, never as results
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts() if not r.errored}
         self.cache_hits = 0
         self.executed = 0  # rollouts run by this process (cache hits excluded)
         self.last_error: str | None = None  # of the last errored rollout
         self._inflight: dict[str, asyncio.Future] = {}  # key -> its record, while a rollout runs
-
-    def key(self, skill_sha: str, task: Task, trial: int) -> str:
-        held = self._task_hashes.get(id(task))
-        if held is None or held[0] is not task:
-            held = self._task_hashes[id(task)] = (task, task_hash(task))
-        return rollout_key(skill_sha, task, self.harness.name, self.target, trial, self.salt, held[1])
 
     async def run_many(self, skill: Skill, version: int, tasks: Sequence[Task], split: str,
                        trials: int = 1, retries: int = 0, first_trial: int = 0) -> list[RolloutRecord]:
@@ -146,7 +127,7 @@ class RolloutRunner:
 
     async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int,
                       skill_sha: str | None = None) -> RolloutRecord:
-        key = self.key(skill_sha or skill.sha, task, trial)
+        key = self.settings.rollout_key(skill_sha or skill.sha, task, trial)
         if key in self.cache:
             self.cache_hits += 1
             rec = self.cache[key]
@@ -206,7 +187,8 @@ class RolloutRunner:
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
             error_kind=rollout.error_kind, trace_file=self.store.trace_path(task.id, key),
         )
-        return rec, rollout
+        # a key echoed back reaches neither the optimizer nor a file
+        return RolloutRecord.model_validate(redact(rec)), rollout
 
     async def _score(self, task: Task, rollout: Rollout, ws: Path) -> Score:
         if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded

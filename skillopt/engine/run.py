@@ -1,157 +1,102 @@
-"""Start, resume and finish a run: build the parts from the resolved config, train, test once."""
+"""Start, resume and finish a run: build the parts from the resolved config, train, test once.
+
+Everything that can be wrong with the input is checked before the run folder is made (see
+`engine.setup`). The run is then held by this process alone (`RunStore.lock`), its meter starts
+from what it recorded (`engine.usage`), and a resume must match its settings (`engine.settings`).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import Benchmark, data_hash
 from skillopt.config import RunConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
+from skillopt.engine.settings import SCORING_SECTIONS, Settings
+from skillopt.engine.setup import (
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, resolve_specs, seed_skill,
+    size_local_models, token_capture,
+)
+from skillopt.engine.usage import record_calls, recorded_usage
 from skillopt.errors import BadInput, BudgetExceeded, RunFailed
-from skillopt.harness.base import SetsTemperature
-from skillopt.harness.registry import HarnessContext, check_compatible, make_harness
-from skillopt.models import Budget, Meter, Models, ProviderEnv, ResponseCache, RetryPolicy, check_credentials
-from skillopt.models.spec import ModelSpec, parse_model_spec
+from skillopt.models import ProviderEnv
 from skillopt.skill import Skill
 from skillopt.stats import paired_difference_interval
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
-from skillopt.store.run import RunStore, new_run_id
-
-SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
-
-
-@dataclass(frozen=True)
-class Specs:
-    target: ModelSpec
-    optimizer: ModelSpec | None
-
-
-def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True) -> Specs:
-    """Parse and check both specs and the harness/target combination, before any rollout."""
-    if not cfg.target_model:
-        raise BadInput("no target model: pass --target_model (e.g. openai:gpt-5-mini or local:qwen2.5-coder-0.5b)")
-    target = parse_model_spec(cfg.target_model)
-    check_compatible(cfg.harness, target)
-    check_credentials(target, env)
-    if target.captures_tokens:
-        from skillopt.traces.tokens import check_capture
-
-        check_capture(target)
-    optimizer = None
-    if need_optimizer:
-        if not cfg.optimizer_model:
-            raise BadInput("no optimizer model: pass --optimizer_model (e.g. openai:gpt-5)")
-        optimizer = parse_model_spec(cfg.optimizer_model)
-        check_credentials(optimizer, env)
-    return Specs(target, optimizer)
-
-
-def size_local_models(specs: Specs, concurrency: int) -> None:
-    """A local model serves the run's rollouts in flight in parallel slots (llama.cpp decodes them in
-    one batch per step), plus one for the optimizer when it is the same model; sized before any call."""
-    from skillopt.models.local import reserve_slots  # lazy: only for local specs
-
-    wanted: dict[str, int] = {}
-    if specs.target.provider == "local":
-        wanted[specs.target.model] = concurrency
-    if specs.optimizer is not None and specs.optimizer.provider == "local":
-        wanted[specs.optimizer.model] = wanted.get(specs.optimizer.model, 0) + 1
-    for name, slots in wanted.items():
-        reserve_slots(name, slots)
-
-
-@contextmanager
-def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
-    """The benchmark, checked before any rollout (e.g. a Docker engine for swebench) and released
-    after the last (containers, clients); benchmarks without `preflight` / `close` need neither."""
-    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-    preflight = getattr(benchmark, "preflight", None)
-    if callable(preflight):
-        preflight()
-    try:
-        yield benchmark
-    finally:
-        close = getattr(benchmark, "close", None)
-        if callable(close):
-            close()
-
-
-def seed_skill(cfg: RunConfig) -> Skill:
-    if cfg.seed_skill:
-        return Skill.load(cfg.seed_skill)
-    name = Path(cfg.benchmark).stem if cfg.benchmark.endswith(".jsonl") else cfg.benchmark
-    for candidate in (SKILLS_DIR / name / "SKILL.md", SKILLS_DIR / "default" / "SKILL.md"):
-        if candidate.exists():
-            return Skill.load(candidate)
-    raise BadInput(f"no seed skill for {cfg.benchmark!r}: pass --skill PATH")
-
-
-def make_models(cfg: RunConfig, env: ProviderEnv, meter: Meter, cache_path: Path | None) -> Models:
-    return Models(env=env, meter=meter, cache=ResponseCache(cache_path) if cache_path else None,
-                  retry=RetryPolicy(attempts=cfg.models.retries + 1, base_delay_s=cfg.models.retry_base_delay_s),
-                  timeout_s=cfg.models.timeout_s, prices=cfg.models.prices)
-
-
-def rollout_salt(cfg: RunConfig) -> str:
-    import json
-
-    return json.dumps({"limits": cfg.limits.model_dump(), "harness_options": cfg.harness_options,
-                       "deterministic": [cfg.gate.deterministic, cfg.gate.seed]}, sort_keys=True, default=str)
-
-
-def _open_or_create(cfg: RunConfig, runs_dir: Path, resume: str | None) -> tuple[RunStore, RunState | None]:
-    if resume:
-        store = RunStore.open(runs_dir, resume)
-        state = store.read_state()
-        if state is not None and state.fingerprint != cfg.fingerprint():
-            raise BadInput(
-                f"cannot resume {resume}: its benchmark, harness, target model, splits or limits differ from "
-                f"this command's; resume with the run's own settings (see {store.root / 'config.yaml'})")
-        return store, state
-    run_id = cfg.run_id or new_run_id(cfg.benchmark)
-    return RunStore.create(runs_dir, run_id), None
+from skillopt.store.records import RolloutRecord, RunState, RunSummary, now
+from skillopt.store.redact import masked_paths
+from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
 def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Listener],
           resume: str | None = None) -> RunSummary:
     """Run (or resume) a training run. Returns the summary; budget stops are clean, not errors."""
     specs = resolve_specs(cfg, env)
+    run_id = check_run_id(resume or cfg.run_id or new_run_id(cfg.benchmark))
     with open_benchmark(cfg) as benchmark:
-        return _train(cfg, runs_dir, env, listeners, resume, specs, benchmark)
-
-
-def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Listener], resume: str | None,
-           specs: Specs, benchmark: Benchmark) -> RunSummary:
-    seed = seed_skill(cfg)
-    store, state = _open_or_create(cfg, runs_dir, resume)
-    if "local" in (specs.target.provider, specs.optimizer.provider if specs.optimizer else ""):
+        seed = seed_skill(cfg)
+        check_splits(cfg, benchmark, ("train", "val"))
+        parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
         size_local_models(specs, cfg.train.concurrency)
+        store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
+        try:
+            return _train(cfg, store, state, seed, env, listeners, specs, benchmark, parts)
+        finally:
+            store.unlock()
+
+
+def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | None,
+                    settings: Settings) -> tuple[RunStore, RunState | None]:
+    """The run, held by this process; a resume must match the settings it started with."""
+    if not resume:
+        return RunStore.create(runs_dir, run_id, lock=True), None
+    store = RunStore.open(runs_dir, run_id, lock=True)
+    state = store.read_state()
+    if state is not None and state.fingerprint != settings.fingerprint(cfg.splits):
+        store.unlock()
+        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config(), cfg)}")
+    return store, state
+
+
+def _why_different(saved: dict, cfg: RunConfig) -> str:
+    """Why a resume's settings differ from the run's, in words the user can act on."""
+    given = cfg.model_dump(mode="json")
+    hidden = masked_paths({k: given.get(k) for k in SCORING_SECTIONS})  # still the saved placeholder
+    if hidden:
+        return (f"its settings hold secrets that were not saved ({', '.join(hidden)}): give them again, as when "
+                f"the run started (--set {hidden[0]}=..., or the same flag)")
+    now_cfg = redacted(cfg)
+    changed = [k for k in (*SCORING_SECTIONS, "gate") if k != "train" and saved.get(k) != now_cfg.get(k)]
+    if changed:
+        return (f"its {', '.join(changed)} differ from this command's; resume with the run's own settings "
+                f"(see its config.yaml)")
+    return "the benchmark data or its scorer changed since the run started; start a new run"
+
+
+def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill, env: ProviderEnv,
+           listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts) -> RunSummary:
+    resumed = state is not None
     if state is None:
         store.write_config(redacted(cfg))
         store.add_version(seed, parent=None, origin="seed", status="seed")
-        state = RunState(run_id=store.run_id, fingerprint=cfg.fingerprint())
+        state = RunState(run_id=store.run_id, fingerprint=parts.settings.fingerprint(cfg.splits))
     state.status, state.stop_reason = "running", None
     emit = Emitter(listeners)
-    meter = Meter(Budget(**cfg.budget.model_dump()), start=state.meter)
-    models = make_models(cfg, env, meter, store.root / "cache" / "responses.jsonl")
-    emit(RunStarted(store.run_id, redacted(cfg), resumed=bool(resume)))
-    started = store.read_summary().started_at if store.read_summary() else now()
-    harness = _harness(cfg, models)
-    deterministic = deterministic_mode(cfg, harness, specs.target)
+    meter = parts.meter
+    meter.restore(recorded_usage(store))  # what the run recorded, not its last checkpoint
+    record_calls(meter, store)
+    emit(RunStarted(store.run_id, redacted(cfg), resumed=resumed))
+    summary = store.read_summary()
+    started = summary.started_at if summary else now()
     if warning := gate_size_warning(cfg, benchmark):
         emit(Note(warning))
-    with token_capture(specs.target, store, env, cfg, emit) as capture:
-        runner = RolloutRunner(store, harness, benchmark, specs.target, _limits(cfg, benchmark, deterministic),
-                               meter, emit, cfg.train.concurrency, rollout_salt(cfg), cfg.train.summary_tokens,
-                               capture=capture)
-        ctx = Context(cfg, store, models, benchmark, runner, specs.optimizer, emit, deterministic)  # type: ignore[arg-type]
+    with isolation(parts, benchmark, store), token_capture(specs.target, store, env, cfg, emit) as capture:
+        runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
+                               cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture)
+        ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
+                      parts.deterministic)
         trainer = Trainer(ctx, state)
         try:
             asyncio.run(_train_and_test(trainer))
@@ -173,32 +118,11 @@ def _train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Lis
     return summary
 
 
-@contextmanager
-def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: RunConfig, emit: Emitter):
-    """For vLLM targets: the recording proxy for the whole run (token ids + logprobs per call)."""
-    if not target.captures_tokens:
-        yield None
-        return
-    from skillopt.traces.tokens import TokenCapture
-
-    emit(Note("starting token capture (recording proxy for the vLLM target)"))
-    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark) as capture:
-        yield capture
-
-
 async def _train_and_test(trainer: Trainer) -> None:
     await trainer.train()
     st = trainer.state
     for version in dict.fromkeys([0, st.best]):
         await trainer.evaluate(version, "test", f"test v{version:03d}")
-
-
-def deterministic_mode(cfg: RunConfig, harness, target: ModelSpec) -> bool:
-    """Whether rollouts run at temperature 0 with a seed: `gate.deterministic`, where "auto" means
-    whenever the harness passes a temperature to the model (chat) and the model accepts one."""
-    if cfg.gate.deterministic != "auto":
-        return cfg.gate.deterministic == "on"
-    return isinstance(harness, SetsTemperature) and target.accepts_temperature and cfg.limits.temperature in (None, 0)
 
 
 def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
@@ -213,22 +137,6 @@ def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
     need = next(k for k in range(1, 200) if final_bound(k, g.alpha, g.interim_alpha) <= k)
     return (f"warning: the validation split has {pairs} paired observation(s): the gate (alpha {g.alpha}) cannot "
             f"accept any candidate with fewer than {need}; use --val-size {need} or more (20+ recommended)")
-
-
-def _harness(cfg: RunConfig, models: Models):
-    return make_harness(cfg.harness, HarnessContext(models=models, options=dict(cfg.harness_options)))
-
-
-def _limits(cfg: RunConfig, benchmark: Benchmark, deterministic: bool = False):
-    """Benchmarks may ask for short answers (max tokens, stop sequences) unless the config says
-    otherwise; deterministic rollouts run at temperature 0 with the gate's seed."""
-    limits = cfg.limits
-    updates: dict = {"temperature": 0.0, "seed": cfg.gate.seed} if deterministic else {}
-    if "max_tokens" not in cfg.limits.model_fields_set and getattr(benchmark, "max_answer_tokens", None):
-        updates["max_tokens"] = benchmark.max_answer_tokens  # type: ignore[attr-defined]
-    if not limits.stop and getattr(benchmark, "stop", None):
-        updates["stop"] = tuple(benchmark.stop)  # type: ignore[attr-defined]
-    return limits.model_copy(update=updates)
 
 
 def _records_for(trainer: Trainer, version: int, split: str, rollouts: list[RolloutRecord]) -> list[RolloutRecord]:

@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -23,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -31,11 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.base import Limits, Rollout, Usage
+from skillopt.harness.place import Place, open_place
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord, ProviderEnv
@@ -68,20 +72,23 @@ class AgentOptions(BaseModel):
     disallowed_tools: tuple[str, ...] | None = None  # claude-code: --disallowedTools
     tools: tuple[str, ...] | None = None  # claude-code: --tools (the built-in tools it may see)
     permission_mode: str = "bypassPermissions"  # claude-code
-    sandbox: Literal["read-only", "workspace-write", "danger-full-access"] = "danger-full-access"  # codex
-    max_turns: int | None = None
-    timeout_s: float | None = None
+    # codex's own sandbox; auto: workspace-write inside skillopt's sandbox (a second layer), else
+    # danger-full-access (Codex's sandbox cannot make helper binaries for a workspace under /tmp)
+    sandbox: Literal["auto", "read-only", "workspace-write", "danger-full-access"] = "auto"
+    max_turns: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
     # per model reply; default max(limits.max_tokens, 8192). Codex has no such setting: it is applied
     # only to a local target (its server's cap for requests without one)
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
     reasoning_effort: str | None = None  # claude: --effort; codex: model_reasoning_effort
-    max_processes: int = 4  # agent processes running at once in this Python process
-    max_retries: int = 2  # the agent's own retries of a failed model request
-    stream_idle_timeout_s: float = 120.0
+    max_processes: int = Field(4, ge=1)  # agent processes running at once in this Python process
+    max_retries: int = Field(2, ge=0)  # the agent's own retries of a failed model request
+    stream_idle_timeout_s: float = Field(120.0, gt=0)
     nudge_empty: bool = True  # retry once with a nudge when the final answer is empty
     env: dict[str, str] = {}  # extra environment variables for the agent process
+    sandbox_paths: tuple[str, ...] = ()  # more paths the sandbox shows the agent, read-only (a toolchain)
 
-    @field_validator("allowed_tools", "disallowed_tools", "tools", mode="before")
+    @field_validator("allowed_tools", "disallowed_tools", "tools", "sandbox_paths", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -121,6 +128,7 @@ class Endpoint:
 
 
 DUMMY_KEY = "sk-skillopt-no-key"
+ANTHROPIC_URL = "https://api.anthropic.com"  # Claude Code's own default, named when the relay needs it
 AZURE_RESPONSES_VERSION = "2025-04-01-preview"
 
 
@@ -197,7 +205,7 @@ def child_env(home: Path, inherited: dict[str, str], **values: str) -> dict[str,
 _INFRA = re.compile(
     r"API Error: (?:429|5\d\d)|API Error: Connection|overloaded|rate.?limit|ECONNREFUSED|ECONNRESET|"
     r"connection (?:error|refused|reset)|cannot reach|stream disconnected|Service Unavailable|Bad Gateway|"
-    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError)",
+    r"malformed reply|Internal Server Error|exited with code -?9\b|\bfailed: (?:FileNotFoundError|OSError|PermissionError|SetupError)",
     re.IGNORECASE)
 
 
@@ -252,7 +260,10 @@ class AgentTrace:
 
 @dataclass
 class AgentRun:
-    """One rollout's agent: where it runs, with what, and what it recorded so far."""
+    """One rollout's agent: where it runs, with what, and what it recorded so far.
+
+    `env` is the environment as the agent sees it; `place` says where it runs (`harness.place`).
+    """
 
     ws: Path
     env: dict[str, str]
@@ -261,6 +272,13 @@ class AgentRun:
     timeout_s: float
     raw: list[str] = field(default_factory=list)  # the native log, one JSON object a line
     deadline: float = 0.0
+    place: Place | None = None  # where the agent runs; None: here, in `ws`
+    private: Path | None = None  # this process's own folder for the rollout, outside the agent's reach
+
+    @property
+    def cwd(self) -> str:
+        """The working folder as the agent sees it."""
+        return self.place.cwd if self.place is not None else str(self.ws)
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -280,6 +298,29 @@ class AgentRun:
         except json.JSONDecodeError:
             return None
         return self.trace.feed(event) if isinstance(event, dict) else None
+
+    async def stream(self, argv: list[str]) -> "ProcessResult":
+        """Run a CLI agent where it runs (`stream_process`), its stdout lines fed to `feed_line`."""
+        cmd, env = self.place.command(argv, self.env) if self.place is not None else (argv, self.env)
+        try:
+            return await stream_process(cmd, self.ws, env, self.left(), self.feed_line)
+        finally:
+            if self.place is not None:
+                await asyncio.to_thread(self.place.stop)
+
+    def launcher(self, name: str, args: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> "Launcher":
+        """The executable an SDK starts the agent through: in this process's private folder for the
+        rollout (outside the agent's reach, so it cannot point the pidfile at another process)."""
+        binary, args, env_flags_at = (self.place.launcher_args(self.binary, args) if self.place is not None
+                                      else (self.binary, args, None))
+        return Launcher.write(self.private or agent_home(self.ws), name, binary, args, keep=tuple(self.env),
+                              prefixes=prefixes, env_flags_at=env_flags_at)
+
+    def kill(self, pid: int | None) -> None:
+        """End the agent started through a launcher, and whatever it left running."""
+        kill_tree(pid)
+        if self.place is not None:
+            self.place.stop()
 
 
 class AgentHarness:
@@ -302,6 +343,7 @@ class AgentHarness:
         self.models = ctx.models
         self.opts = AgentOptions.parse(self.name, ctx.options)
         self.mode = self._resolve_mode()
+        self.sandbox, self.relay = ctx.sandbox, ctx.relay
 
     def bundled_binary(self) -> str | None:
         """The binary the SDK package ships, if installed."""
@@ -327,26 +369,44 @@ class AgentHarness:
     def needs_nudge(self, trace: AgentTrace) -> bool:
         return self.opts.nudge_empty and not trace.answer.strip() and not trace.errors and bool(trace.session_id)
 
+    def tools(self, binary: str) -> list[str]:
+        """Host folders the agent needs besides its workspace (its binary's), for a container."""
+        return [str(Path(binary).resolve().parent)]
+
     async def run(self, task: Any, skill: Any, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
         t0 = time.monotonic()
         trace = self.new_trace(skill.name, t0, target, limits)
         coding = task.kind in ("code", "swe")
         run: AgentRun | None = None
+        place: Place | None = None
+        patch: str | None = None
         try:
-            if coding and (err := await asyncio.to_thread(prepare_git, ws)):
-                trace.add(ErrorEvent(t=trace.t(), message=err))
             binary = self.binary()
             if binary is None:
                 raise FileNotFoundError(f"no {self.cli_name} binary: {self.install_hint}")
-            run = AgentRun(ws, self.agent_env(ws, target, limits), binary, trace, self.opts.timeout(limits))
-            async with process_slots(self.opts.max_processes):
-                run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
-                await self.drive(run, task_prompt(task), target, limits)
+            with self.model_access(target) as ep, tempfile.TemporaryDirectory(prefix="skillopt-agent-") as private:
+                async with process_slots(self.opts.max_processes):
+                    # git of a coding task runs in the sandbox too: the repository is the agent's to configure
+                    place = await asyncio.to_thread(open_place, ws, coding, self.tools(binary), self.skill_dir,
+                                                    self.opts.timeout(limits), self.sandboxed(ws, binary),
+                                                    functools.partial(self.sandbox.wrap, ws=ws))
+                    if place.setup_error:
+                        trace.add(ErrorEvent(t=trace.t(), message=place.setup_error))
+                    env = place.agent_env(self.agent_env(ws, target, limits, ep))
+                    run = AgentRun(ws, env, binary, trace, self.opts.timeout(limits), place=place,
+                                   private=Path(private))
+                    run.deadline = time.monotonic() + run.timeout_s  # waiting for a slot does not count
+                    try:
+                        await self.drive(run, task_prompt(task), target, limits)
+                    finally:
+                        self.after(run)
+                        if coding:
+                            patch = await asyncio.to_thread(place.diff) or ""
         except Exception as e:  # the agent failed; the run goes on (the Harness contract)
             trace.fail(f"{self.name} failed: {type(e).__name__}: {e}")
-        if run is not None:
-            self.after(run)
-        patch = await asyncio.to_thread(workspace_diff, ws) if coding else None
+        finally:
+            if place is not None:
+                await asyncio.to_thread(place.close)
         if not trace.errors and not trace.answer.strip():
             trace.fail("empty final answer" + (" (after a nudge)" if trace.nudged else ""))
         if trace.usage.calls or trace.usage.input_tokens:
@@ -358,11 +418,42 @@ class AgentHarness:
                        error_kind=error_kind(trace.errors),  # type: ignore[arg-type]
                        raw_log="\n".join(raw) + "\n" if raw else None)
 
+    @contextmanager
+    def model_access(self, target: ModelSpec) -> Iterator[Endpoint]:
+        """The endpoint the agent is given: the target's own, or with a relay, the relay's URL and a
+        per-rollout token (the key stays in this process), valid until the block ends."""
+        ep = self.endpoint(target)
+        if self.relay is None:
+            yield ep
+            return
+        with self.relay.lease(ep.base_url or ANTHROPIC_URL, ep.api_key) as ticket:
+            yield dataclasses.replace(ep, base_url=ticket.base_url, api_key=ticket.token)
+
+    def sandboxed(self, ws: Path, binary: str) -> Callable[[list[str]], list[str]]:
+        """How this rollout's agent command lines are wrapped: its sandbox, showing it its binary (and
+        helper tools) read-only."""
+        shown = [binary, *self.tool_dirs(), *self.opts.sandbox_paths]
+        return lambda argv: self.sandbox.wrap(argv, ws, read_only=shown)
+
+    @property
+    def sandboxed_agent(self) -> bool:
+        """Whether the agent runs inside skillopt's sandbox (not --no-sandbox)."""
+        return self.sandbox.name != "none"
+
+    def tool_dirs(self) -> list[str]:
+        """Folders of helper tools the agent runs besides its binary (they go on its PATH)."""
+        return []
+
     # what each agent says
     def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> AgentTrace:
         raise NotImplementedError
 
-    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def endpoint(self, target: ModelSpec) -> Endpoint:
+        """The target's endpoint in the API this agent speaks, with the real key."""
+        raise NotImplementedError
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits, ep: Endpoint) -> dict[str, str]:
+        """The agent's whole environment; `ep` is the endpoint (and key, or relay token) to give it."""
         raise NotImplementedError
 
     async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
@@ -380,7 +471,11 @@ os.setsid()
 with open(spec["pidfile"], "w") as f:
     f.write(str(os.getpid()))
 env = {k: v for k, v in os.environ.items() if k in spec["keep"] or k.startswith(tuple(spec["prefixes"]))}
-os.execve(spec["binary"], [spec["binary"], *spec["args"], *sys.argv[1:]], env)
+args, at = spec["args"], spec["env_flags_at"]
+if at is not None:  # `docker exec`: each kept variable passed into the container by name
+    args = args[:at] + [x for k in sorted(env) for x in ("-e", k)] + args[at:]
+    env.update(spec["host_env"])
+os.execve(spec["binary"], [spec["binary"], *args, *sys.argv[1:]], env)
 """
 
 
@@ -393,12 +488,15 @@ class Launcher:
 
     @classmethod
     def write(cls, home: Path, name: str, binary: str, args: tuple[str, ...], keep: tuple[str, ...],
-              prefixes: tuple[str, ...] = ()) -> "Launcher":
+              prefixes: tuple[str, ...] = (), env_flags_at: int | None = None) -> "Launcher":
+        """`env_flags_at`: `binary` is `docker`, and `-e NAME` for every kept variable goes at that index
+        of `args` (the docker CLI's own variables, `DOCKER_HOST`..., stay on this side)."""
         folder = home / "bin"
         folder.mkdir(parents=True, exist_ok=True)
         pidfile = folder / f"{name}.pid"
+        host_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")} if env_flags_at is not None else {}
         spec = {"binary": binary, "args": list(args), "pidfile": str(pidfile), "keep": list(keep),
-                "prefixes": list(prefixes)}
+                "prefixes": list(prefixes), "env_flags_at": env_flags_at, "host_env": host_env}
         script = folder / f"{name}_launcher.py"
         script.write_text(_LAUNCHER % json.dumps(spec), encoding="utf-8")
         path = folder / name
@@ -586,12 +684,13 @@ def watchdog(timeout_s: float, pid: Callable[[], int | None]) -> Iterator[list[b
 
 # -- the workspace as a git repository: the patch of coding tasks -----------------------------------
 
-def _git(ws: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _git(ws: Path, *args: str, check: bool = True,
+         wrap: Callable[[list[str]], list[str]] = list) -> subprocess.CompletedProcess:
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(ws / HOME_DIR), "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     cmd = ["git", "-c", "user.name=skillopt", "-c", "user.email=skillopt@localhost", "-c", "commit.gpgsign=false",
-           "-c", "core.hooksPath=" + os.devnull, "-c", "core.autocrlf=false", *args]
-    return subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, check=check, timeout=120)
+           "-c", "core.hooksPath=" + os.devnull, "-c", "core.autocrlf=false", "-c", "core.fsmonitor=false", *args]
+    return subprocess.run(wrap(cmd), cwd=ws, env=env, capture_output=True, text=True, check=check, timeout=120)
 
 
 def prepare_git(ws: Path) -> str | None:
@@ -618,11 +717,15 @@ def prepare_git(ws: Path) -> str | None:
         return f"git: {e}"
 
 
-def workspace_diff(ws: Path) -> str | None:
-    """`git diff` of everything the agent changed, new files included (harness folders excluded)."""
+def workspace_diff(ws: Path, wrap: Callable[[list[str]], list[str]] = list) -> str | None:
+    """`git diff` of everything the agent changed, new files included (harness folders excluded).
+
+    `wrap`: the agent's sandbox, for git to run in (the repository is the agent's to configure).
+    """
     try:
-        _git(ws, "add", "-A")
-        base = "HEAD" if _git(ws, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode == 0 else EMPTY_TREE
-        return _git(ws, "diff", "--cached", "--binary", base).stdout
+        _git(ws, "add", "-A", wrap=wrap)
+        head = _git(ws, "rev-parse", "--verify", "-q", "HEAD", check=False, wrap=wrap).returncode == 0
+        return _git(ws, "diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "HEAD" if head else EMPTY_TREE,
+                    wrap=wrap).stdout
     except (OSError, subprocess.SubprocessError):
         return None

@@ -16,11 +16,11 @@ from skillopt.traces.events import TraceEvent
 class Limits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    max_tokens: int = 1024  # per model reply
-    timeout_s: float = 300.0  # whole rollout
-    max_turns: int = 20
+    max_tokens: int = Field(1024, ge=1)  # per model reply
+    timeout_s: float = Field(300.0, gt=0)  # whole rollout
+    max_turns: int = Field(20, ge=1)
     stop: tuple[str, ...] = ()
-    temperature: float | None = None
+    temperature: float | None = Field(None, ge=0)
     seed: int | None = None  # sampling seed, where the provider takes one (deterministic rollouts)
 
 

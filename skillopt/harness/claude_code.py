@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentRun, AgentTrace, Launcher, agent_home, child_env, endpoint, kill_tree,
-    mentions_skill_file, stream_process, watchdog,
+    NUDGE, AgentHarness, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint, mentions_skill_file,
+    watchdog,
 )
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
@@ -227,7 +227,7 @@ class ClaudeCodeHarness(AgentHarness):
         if resume:
             argv += ["--resume", resume]
         results = run.trace.results
-        res = await stream_process(argv + ["--", prompt], run.ws, run.env, run.left(), run.feed_line)
+        res = await run.stream(argv + ["--", prompt])
         run.log_stderr(res.stderr)
         if res.timed_out:
             run.timed_out()
@@ -238,8 +238,7 @@ class ClaudeCodeHarness(AgentHarness):
     async def _run_sdk(self, run: AgentRun, prompt: str, resume: str | None, f: dict[str, Any]) -> None:
         from claude_agent_sdk import ClaudeAgentOptions, query
 
-        launcher = Launcher.write(Path(run.env["HOME"]), "claude", run.binary, (), keep=tuple(run.env),
-                                  prefixes=SDK_ENV_PREFIXES)
+        launcher = run.launcher("claude", (), prefixes=SDK_ENV_PREFIXES)
         stderr: list[str] = []
         options = ClaudeAgentOptions(
             cwd=str(run.ws), cli_path=str(launcher.path), env=run.env, model=f["model"],
@@ -262,7 +261,7 @@ class ClaudeCodeHarness(AgentHarness):
                     tail = " | ".join(stderr[-5:])[-400:]
                     run.trace.fail(f"claude code failed: {type(e).__name__}: {e}" + (f" (stderr: {tail})" if tail else ""))
             finally:
-                await asyncio.to_thread(kill_tree, launcher.pid())
+                await asyncio.to_thread(run.kill, launcher.pid())
                 try:
                     await asyncio.wait_for(messages.aclose(), 10)
                 except (Exception, asyncio.CancelledError):
@@ -273,9 +272,11 @@ class ClaudeCodeHarness(AgentHarness):
         elif not got_result and not run.trace.errors:
             run.trace.fail("claude code ended without a result")
 
-    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def endpoint(self, target: ModelSpec) -> Endpoint:
+        return endpoint(target, self.models.env, "messages")
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits, ep: Endpoint) -> dict[str, str]:
         home = agent_home(ws)
-        ep = endpoint(target, self.models.env, "messages")
         model = self.opts.model or target.model
         values = {
             "CLAUDE_CONFIG_DIR": str(home / ".claude"), "IS_SANDBOX": "1",
@@ -297,6 +298,6 @@ class ClaudeCodeHarness(AgentHarness):
 
 
 @harness("claude-code", description="Claude Code (claude-agent-sdk or the claude CLI); the skill in .claude/skills",
-         apis=frozenset({"messages"}))
+         apis=frozenset({"messages"}), agent=True)
 def _make_claude_code(ctx: HarnessContext) -> ClaudeCodeHarness:
     return ClaudeCodeHarness(ctx)

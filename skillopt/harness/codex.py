@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentOptions, AgentRun, AgentTrace, Endpoint, Launcher, agent_home, child_env, endpoint,
-    kill_tree, mentions_skill_file, stream_process, watchdog,
+    NUDGE, AgentHarness, AgentOptions, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint,
+    mentions_skill_file, watchdog,
 )
 from skillopt.harness.base import Limits
+from skillopt.harness.place import runs_in_container
 from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.spec import ModelSpec
 from skillopt.traces.events import ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, UsageEvent
@@ -179,7 +180,9 @@ def session_facts(codex_home: Path, thread_id: str | None) -> tuple[list[str] | 
     """From Codex's own session file: the skills listed to the model, and the number of model calls."""
     if not thread_id:
         return None, None
-    files = sorted((codex_home / "sessions").glob(f"**/rollout-*{thread_id}*.jsonl"))
+    home = codex_home.resolve()
+    files = sorted(p for p in (codex_home / "sessions").glob(f"**/rollout-*{thread_id}*.jsonl")
+                   if p.resolve().is_relative_to(home))  # the agent wrote these: no link out of its home
     if not files:
         return None, None
     listed: list[str] | None = None
@@ -196,11 +199,18 @@ def session_facts(codex_home: Path, thread_id: str | None) -> tuple[list[str] | 
     return listed, len(responses) or None
 
 
-def codex_config(model: str, ep: Endpoint, opts: AgentOptions) -> str:
+def sandbox_mode(opts: AgentOptions, sandboxed: bool) -> str:
+    """Codex's own sandbox mode: the option, or for `auto` workspace-write inside skillopt's sandbox."""
+    if opts.sandbox != "auto":
+        return opts.sandbox
+    return "workspace-write" if sandboxed else "danger-full-access"
+
+
+def codex_config(model: str, ep: Endpoint, opts: AgentOptions, sandboxed: bool = False) -> str:
     """`$CODEX_HOME/config.toml`: one provider (the target's Responses endpoint), no approvals."""
     q = json.dumps  # a JSON string is a valid TOML basic string
     lines = [f"model = {q(model)}", f"model_provider = {q(PROVIDER)}", 'approval_policy = "never"',
-             f"sandbox_mode = {q(opts.sandbox)}"]
+             f"sandbox_mode = {q(sandbox_mode(opts, sandboxed))}"]
     if opts.reasoning_effort:
         lines.append(f"model_reasoning_effort = {q(opts.reasoning_effort)}")
     lines += ["", f"[model_providers.{PROVIDER}]", 'name = "skillopt target"', f"base_url = {q(ep.base_url)}",
@@ -236,6 +246,10 @@ class CodexHarness(AgentHarness):
     def bundled_binary(self) -> str | None:
         return _bundled_codex()[0]
 
+    def tools(self, binary: str) -> list[str]:
+        extra = _bundled_codex()[1]
+        return super().tools(binary) + ([extra] if extra else [])
+
     def new_trace(self, skill: str, t0: float, target: ModelSpec, limits: Limits) -> CodexTrace:
         return CodexTrace(skill, t0, target, self.models.prices, max_tool_calls=self.opts.turns(limits))
 
@@ -254,9 +268,9 @@ class CodexHarness(AgentHarness):
             trace.start(text)
             if run.left() <= 0:
                 return run.timed_out()
-            head = ["exec", "resume", trace.session_id or ""] if text is NUDGE else ["exec", "--cd", str(run.ws)]
+            head = ["exec", "resume", trace.session_id or ""] if text is NUDGE else ["exec", "--cd", run.cwd]
             argv = [run.binary, *head, "--json", "--skip-git-repo-check", "--", text]
-            res = await stream_process(argv, run.ws, run.env, run.left(), run.feed_line)
+            res = await run.stream(argv)
             run.log_stderr(res.stderr)
             if res.timed_out:
                 run.timed_out()
@@ -274,14 +288,14 @@ class CodexHarness(AgentHarness):
 
         trace: CodexTrace = run.trace  # type: ignore[assignment]
         sandbox = {"read-only": Sandbox.read_only, "workspace-write": Sandbox.workspace_write,
-                   "danger-full-access": Sandbox.full_access}[self.opts.sandbox]
-        launcher = Launcher.write(Path(run.env["HOME"]), "codex", run.binary, ("app-server", "--listen", "stdio://"),
-                                  keep=tuple(run.env))
+                   "danger-full-access": Sandbox.full_access}[
+                       sandbox_mode(self.opts, self.sandboxed_agent and not runs_in_container(run.ws))]
+        launcher = run.launcher("codex", ("app-server", "--listen", "stdio://"))
         codex = AsyncCodex(CodexConfig(launch_args_override=(str(launcher.path),), cwd=str(run.ws), env=run.env))
         with watchdog(run.left(), launcher.pid) as fired:
             try:
                 async with asyncio.timeout(run.left() + 15):  # in case the SDK hangs after the kill
-                    thread = await codex.thread_start(cwd=str(run.ws), sandbox=sandbox,
+                    thread = await codex.thread_start(cwd=run.cwd, sandbox=sandbox,
                                                       approval_mode=ApprovalMode.deny_all)
                     trace.session_id = thread.id
                     for text in (prompt, NUDGE):
@@ -297,7 +311,7 @@ class CodexHarness(AgentHarness):
                 if not fired[0]:
                     trace.fail(f"codex failed: {type(e).__name__}: {e}")
             finally:
-                await asyncio.to_thread(kill_tree, launcher.pid())
+                await asyncio.to_thread(run.kill, launcher.pid())
                 try:
                     await asyncio.wait_for(codex.close(), 10)
                 except (Exception, asyncio.CancelledError):
@@ -326,7 +340,7 @@ class CodexHarness(AgentHarness):
     def after(self, run: AgentRun) -> None:
         """Codex's session file says which skills the model was shown, and how many model calls it made."""
         trace = run.trace
-        listed, calls = session_facts(Path(run.env["CODEX_HOME"]), trace.session_id)
+        listed, calls = session_facts(agent_home(run.ws) / ".codex", trace.session_id)
         if listed is not None:
             at = next((i + 1 for i, e in enumerate(trace.events) if isinstance(e, MessageEvent) and e.role == "user"), 0)
             trace.events.insert(at, discovery_event(trace.skill, listed, t=trace.events[at - 1].t if at else 0.0))
@@ -335,12 +349,21 @@ class CodexHarness(AgentHarness):
             trace.events[usage[0]] = trace.events[usage[0]].model_copy(update={"turns": calls})
             trace.usage = trace.usage.model_copy(update={"calls": calls})
 
-    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits) -> dict[str, str]:
+    def endpoint(self, target: ModelSpec) -> Endpoint:
+        return endpoint(target, self.models.env, "responses", reply_tokens=self.opts.max_output_tokens)
+
+    def tool_dirs(self) -> list[str]:
+        """The bundled package's folder: Codex runs helpers beside its binary (its own bwrap, rg)."""
+        codex = _bundled_codex()[0]
+        return [str(Path(codex).parent.parent)] if codex else []
+
+    def agent_env(self, ws: Path, target: ModelSpec, limits: Limits, ep: Endpoint) -> dict[str, str]:
         home = agent_home(ws)
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
-        ep = endpoint(target, self.models.env, "responses", reply_tokens=self.opts.max_output_tokens)
-        (codex_home / "config.toml").write_text(codex_config(self.opts.model or target.model, ep, self.opts),
+        # in the task's container (the container is the sandbox) Codex cannot make its own
+        (codex_home / "config.toml").write_text(codex_config(self.opts.model or target.model, ep, self.opts,
+                                                             self.sandboxed_agent and not runs_in_container(ws)),
                                                 encoding="utf-8")
         env = child_env(home, dict(os.environ), CODEX_HOME=str(codex_home), **{KEY_VAR: ep.api_key}, **self.opts.env)
         tools = _bundled_codex()[1]
@@ -350,6 +373,6 @@ class CodexHarness(AgentHarness):
 
 
 @harness("codex", description="OpenAI Codex (openai-codex SDK or codex exec --json); the skill in .agents/skills",
-         apis=frozenset({"responses"}))
+         apis=frozenset({"responses"}), agent=True)
 def _make_codex(ctx: HarnessContext) -> CodexHarness:
     return CodexHarness(ctx)

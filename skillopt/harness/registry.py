@@ -11,14 +11,19 @@ from skillopt.errors import BadInput
 from skillopt.harness.base import Harness
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
+from skillopt.sandbox import NoSandbox, Relay, Sandbox
 
 
 @dataclass(frozen=True)
 class HarnessContext:
-    """What a harness factory gets: the model router and the harness's options."""
+    """What a harness factory gets: the model router, the harness's options, and for harnesses that
+    start agent processes the sandbox they run in and the relay that holds their model key (None:
+    the agent gets the endpoint and key itself)."""
 
     models: Models
     options: dict[str, Any] = field(default_factory=dict)
+    sandbox: Sandbox = field(default_factory=NoSandbox)
+    relay: Relay | None = None
 
 
 @dataclass(frozen=True)
@@ -27,14 +32,15 @@ class HarnessInfo:
     factory: Callable[[HarnessContext], Harness]
     description: str
     apis: frozenset[str]  # wire APIs the target server must speak; empty: any provider works
+    agent: bool = False  # starts agent processes (they run in the sandbox, reach the model through the relay)
 
 
 _REGISTRY: dict[str, HarnessInfo] = {}
 
 
-def harness(name: str, description: str = "", apis: frozenset[str] = frozenset()):
+def harness(name: str, description: str = "", apis: frozenset[str] = frozenset(), agent: bool = False):
     def register(factory: Callable[[HarnessContext], Harness]):
-        _REGISTRY[name] = HarnessInfo(name, factory, description, apis)
+        _REGISTRY[name] = HarnessInfo(name, factory, description, apis, agent)
         return factory
 
     return register

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt.errors import BudgetExceeded
 from skillopt.models.types import CallRecord
@@ -14,9 +14,9 @@ from skillopt.models.types import CallRecord
 class Budget(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    max_cost_usd: float | None = None
-    max_rollouts: int | None = None
-    max_tokens: int | None = None
+    max_cost_usd: float | None = Field(None, gt=0)
+    max_rollouts: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0)
 
 
 class RoleTotals(BaseModel):
@@ -72,6 +72,11 @@ class Meter:
             self._snap.roles.setdefault(rec.role, RoleTotals()).add(rec)
         for fn in self.listeners:
             fn(rec)
+
+    def restore(self, snap: MeterSnapshot) -> None:
+        """Start from what was recorded (a resumed run: its rollouts and calls logs)."""
+        with self._lock:
+            self._snap = snap.model_copy(deep=True)
 
     def count_rollout(self) -> None:
         with self._lock:

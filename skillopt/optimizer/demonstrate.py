@@ -11,6 +11,7 @@ Only train tasks are ever used.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from skillopt.prompts import render
 from skillopt.skill import Skill
 
 SECTION = "Worked example"
+# what the teacher is asked on top of the task: an example is only useful if it shows the work
+SHOW_WORK = "Show your work step by step, one calculation or reasoning step per line, before the final answer line."
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200
 
@@ -89,17 +92,15 @@ class DemonstrationProposer:
         return state.tasks[best.task_id], best.output, "the target's own rollout"
 
     async def _teacher(self, state: SearchState) -> tuple[Task, str, str] | None:
+        """The optimizer solves up to `attempts` failed train tasks at once, showing its work; the
+        first reply the scorer marks correct becomes the example."""
         if self.teacher is None or self.harness != "chat":
             return None
-        tried = 0
-        for r in state.scored:
-            task = state.tasks.get(r.task_id)
-            if not r.failed or task is None or task.kind != "qa" or task.id in self.used:
-                continue
-            if tried >= self.attempts:
-                break
-            tried += 1
-            reply = await self._solve(state.skill, task)
+        tasks = [state.tasks[r.task_id] for r in state.scored
+                 if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
+                 and r.task_id not in self.used][: self.attempts]
+        replies = await asyncio.gather(*[self._solve(state.skill, t) for t in tasks])
+        for task, reply in zip(tasks, replies):
             if reply and await self._correct(task, reply):
                 return task, reply, "solved by the optimizer model and checked by the scorer"
         return None
@@ -108,7 +109,8 @@ class DemonstrationProposer:
         from skillopt.errors import ModelCallError
 
         system = render("chat_system.md.j2", skill=skill.strip_markers())
-        req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=task.prompt)),
+        user = f"{task.prompt}\n\n{SHOW_WORK}"
+        req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
                           max_tokens=self.max_tokens, temperature=0.0)
         try:
             resp = await self.models.chat(self.teacher, req, role="optimizer")  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.aggregate import aggregate, select
-from skillopt.optimizer.reflect import make_minibatches, reflect
+from skillopt.optimizer.reflect import FOCI, make_minibatches, reflect
 from skillopt.optimizer.types import Candidate, Reflection, ScoredRollout
 from skillopt.skill import Skill
 
@@ -67,9 +67,11 @@ class ReflectionProposer:
         batches = make_minibatches(state.scored, self.minibatch_size, self.successes, self.count)
         if not batches:
             return []
-        plan = [(batches[i % len(batches)], i // len(batches)) for i in range(self.count)]
+        plan = [(batches[i % len(batches)], i // len(batches), FOCI[(state.step - 1 + i) % len(FOCI)])
+                for i in range(self.count)]
         self.models.meter.check()
-        reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample) for (fails, wins), sample in plan]))
+        reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus)
+                                                  for (fails, wins), sample, focus in plan]))
         state.reflections.extend(reflections)
         out = []
         for r in reflections:
@@ -79,12 +81,12 @@ class ReflectionProposer:
                                      edits=edits, rationale=r.analysis, sources=list(r.minibatch)))
         return out
 
-    async def _one(self, state: SearchState, fails, wins, sample: int) -> Reflection:
+    async def _one(self, state: SearchState, fails, wins, sample: int, focus: str) -> Reflection:
         """One reflection; a call that failed for infrastructure reasons is tried again (up to
         `retries` times), a reply that could not be read is not."""
         for _ in range(self.retries + 1):
             r = await reflect(self.models, self.spec, state.skill, fails, wins, state.rejected, state.max_edits,
-                              self.max_tokens, self.temperature, sample=sample)
+                              self.max_tokens, self.temperature, sample=sample, focus=focus)
             if not r.transient:
                 break
         return r

@@ -30,6 +30,17 @@ def make_minibatches(scored: Sequence[ScoredRollout], size: int, successes_per_b
 
 MAX_EDIT_CHARS = 800  # one edit's text: a bounded edit, a rule or two, not a rewrite
 
+# Each reflection of a step looks at its failures from another angle (the way PromptBreeder varies
+# its mutation prompts): one proposal per angle makes the candidates of a step differ in kind, not
+# only in wording. None of them names a task family.
+FOCI = (
+    "the exact shape of the reply: tell the agent what to write, line by line, before its final answer "
+    "line, and show that shape in a short example with placeholders (never a task's own content).",
+    "the procedure: the steps the agent should work through, in order, for every task of this kind.",
+    "the mistakes in the failed outputs, and one check the agent should run before it answers.",
+    "what the skill already says but the agent ignores or misreads: say it more directly, or remove what misleads.",
+)
+
 
 def anchor_choices(skill: Skill, editable: bool = False) -> list[str]:
     """What an edit can anchor on: "" (the end), section titles, and every line of the skill outside
@@ -79,12 +90,13 @@ def reply_schema(skill: Skill, max_edits: int) -> dict:
 async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[ScoredRollout],
                   successes: list[ScoredRollout], rejected: Sequence[Edit], max_edits: int,
                   max_tokens: int | None = None, temperature: float | None = None,
-                  sample: int = 0) -> Reflection:
+                  sample: int = 0, focus: str | None = None) -> Reflection:
     """One optimizer call. `sample` > 0 asks for another draw of the same prompt (a sampling seed,
-    and a temperature of at least 0.8), so several reflections on one minibatch differ."""
+    and a temperature of at least 0.8), so several reflections on one minibatch differ; `focus`
+    (one of `FOCI`) is the angle this reflection takes."""
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
                     rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
-                    editable=anchor_choices(skill, editable=True))
+                    editable=anchor_choices(skill, editable=True), focus=focus)
     if sample:
         temperature = max(temperature or 0.0, 0.8)
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,

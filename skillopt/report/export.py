@@ -32,7 +32,7 @@ from skillopt.skill import (
     validate_description,
     validate_name,
 )
-from skillopt.store.files import atomic_write_text
+from skillopt.store.files import atomic_write_text, writable_output
 from skillopt.store.records import SplitScore, now
 from skillopt.store.refs import SkillRef
 
@@ -230,12 +230,15 @@ def _fresh(root: Path, force: bool) -> Path:
         raise BadInput(f"{root} exists and is not a folder")
     if root.exists() and any(root.iterdir()) and not force:
         raise BadInput(f"{root} already exists and is not empty: pass --force to overwrite it, or pick another --out")
-    root.mkdir(parents=True, exist_ok=True)
+    writable_output(root / "provenance.json", "the export to")
     return root
 
 
 def _write(path: Path, text: str) -> Path:
-    atomic_write_text(path, text)
+    try:
+        atomic_write_text(path, text)
+    except OSError as e:
+        raise BadInput(f"cannot write {path}: {e.strerror or type(e).__name__}: pick another --out") from None
     return path
 
 

@@ -1,7 +1,7 @@
 """Scores for skill files in a comparison, reusing every rollout any run already paid for.
 
-A rollout is reused when its cache key (skill content, task content, harness, target model,
-trial, the config that matters) matches one recorded in any run under the runs folder; only the
+A rollout is reused when its cache key (skill content, task content, trial, and the settings that
+matter: `skillopt.engine.settings`) matches one recorded in any run under the runs folder; only the
 missing ones are run, as an evaluation run (`skillopt.engine.evaluate.evaluate_skill`).
 """
 
@@ -15,23 +15,15 @@ from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import Benchmark, Task, data_hash
 from skillopt.config import RunConfig, resolve_config
 from skillopt.engine.events import Listener
+from skillopt.engine.settings import scoring_layer, settings_that_matter
+from skillopt.harness.registry import HarnessContext, make_harness
+from skillopt.models import Models
 from skillopt.errors import SkilloptError
-from skillopt.models.spec import parse_model_spec
 from skillopt.models.types import ProviderEnv
 from skillopt.report.compare import EntryData, SkillEntry
 from skillopt.store.records import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore
-
-# the parts of a run's config that say how its rollouts were made
-SCORING_KEYS = ("benchmark", "harness", "target_model", "splits", "limits", "harness_options",
-                "benchmark_options", "train", "gate")
-
-
-def scoring_layer(config: dict[str, Any]) -> dict[str, Any]:
-    """The config keys of a run that decide its scores (no run id, no eval-only keys)."""
-    return {k: config[k] for k in SCORING_KEYS if k in config}
-
 
 def load_tasks(benchmark: Benchmark, split: str) -> list[Task]:
     return list(benchmark.tasks(split))  # type: ignore[arg-type]
@@ -85,19 +77,16 @@ def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, Rollou
 def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: Path, env: ProviderEnv,
                listeners: list[Listener], label: str | None = None) -> EntryData:
     """The rollouts of a skill file on each split: reused where any run has them, run otherwise."""
-    from skillopt.engine.rollouts import rollout_key
-    from skillopt.engine.run import rollout_salt
-
     skill = ref.skill
     bench = make_benchmark(cfg)
-    target, salt, trials = parse_model_spec(cfg.target_model), rollout_salt(cfg), cfg.gate.trials
+    harness = make_harness(cfg.harness, HarnessContext(models=Models(env=env), options=dict(cfg.harness_options)))
+    settings, trials = settings_that_matter(cfg, bench, harness), cfg.gate.trials
     wanted: dict[str, dict[str, tuple[str, int]]] = {}  # split -> key -> (task id, trial)
     all_tasks: list[Task] = []
     for split in splits:
         tasks = load_tasks(bench, split)
         all_tasks += tasks
-        wanted[split] = {rollout_key(skill.sha, t, cfg.harness, target, k, salt): (t.id, k)
-                         for t in tasks for k in range(trials)}
+        wanted[split] = {settings.rollout_key(skill.sha, t, k): (t.id, k) for t in tasks for k in range(trials)}
     keys = {k for w in wanted.values() for k in w}
     found = find_rollouts(runs_dir, keys)
     cached = len(found)

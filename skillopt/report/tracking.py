@@ -4,6 +4,7 @@
 version (and its gate decision) as an artifact, and the summary at the end. A resumed run
 continues the same MLflow run (found by its `skillopt.run_id` tag).
 
+Every param and text goes through `store.redact.redact` first (no secret reaches the tracker).
 The tracker never stops training: if MLflow fails (server down, bad URI), it logs one warning
 and turns itself off. mlflow is imported lazily; pass `mlflow=` to use another module object
 (tests pass a small fake).
@@ -24,6 +25,7 @@ from skillopt.engine.events import (
     VersionSaved,
 )
 from skillopt.errors import BadInput, require
+from skillopt.store.redact import redact
 from skillopt.store.run import RunStore
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,7 @@ class MlflowTracker:
         else:
             mlflow.start_run(run_name=event.run_id, tags={RUN_TAG: event.run_id, "skillopt.mode":
                                                           str(event.config.get("mode", "train"))})
-            params = flatten(event.config)
+            params = flatten(redact(event.config))
             items = sorted(params.items())
             for i in range(0, len(items), PARAMS_PER_CALL):
                 mlflow.log_params(dict(items[i:i + PARAMS_PER_CALL]))
@@ -129,7 +131,7 @@ class MlflowTracker:
         self._log_version(v.version, v.label)
         if event.gate is not None:
             g = event.gate
-            self.mlflow.log_text(g.model_dump_json(indent=2), f"gates/{v.label}.json")
+            self.mlflow.log_text(redact(g.model_dump_json(indent=2)), f"gates/{v.label}.json")
             step = v.step if v.step is not None else self.step
             self.mlflow.log_metrics({"candidate_score": g.candidate_score,
                                      "candidate_accepted": 1.0 if g.accepted else 0.0}, step=step)
@@ -147,10 +149,10 @@ class MlflowTracker:
                         "tokens": s.meter.tokens, "cost_usd": s.meter.known_cost_usd})
         self.mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
         self._sync_versions()
-        self.mlflow.log_text(s.model_dump_json(indent=2), "summary.json")
+        self.mlflow.log_text(redact(s.model_dump_json(indent=2)), "summary.json")
         best = s.versions.get("best")
         if best is not None and self.store is not None:
-            self.mlflow.log_text(self.store.skill(best).render(), "best_skill.md")
+            self.mlflow.log_text(redact(self.store.skill(best).render()), "best_skill.md")
         self.mlflow.set_tag("skillopt.status", s.status)
         self.mlflow.end_run(status="FINISHED" if s.status == "finished" else "KILLED")
 
@@ -163,7 +165,7 @@ class MlflowTracker:
     def _log_version(self, version: int, label: str) -> None:
         if label in self.logged or self.store is None:
             return
-        self.mlflow.log_text(self.store.skill(version).render(), f"skills/{label}.md")
+        self.mlflow.log_text(redact(self.store.skill(version).render()), f"skills/{label}.md")
         self.logged.add(label)
 
 

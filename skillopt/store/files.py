@@ -4,7 +4,8 @@ Whole files are written atomically (temp file in the same folder, fsync, rename)
 logs (`*.jsonl`) append complete lines and fsync; a torn last line (power loss mid-write) is
 ignored on read, so a log never holds a half record. The rollout hot path groups many records per
 write and per fsync (`store.writer`), and writes trace files atomically but unsynced
-(`write_new_text`): see `store.writer` for what a crash or a power loss keeps.
+(`write_new_text`): see `store.writer` for what a crash or a power loss keeps. Everything written
+passes through `store.redact.redact` first: no secret reaches the disk.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from skillopt.errors import BadInput
+from skillopt.store.redact import redact
+
 M = TypeVar("M", bound=BaseModel)
 
 _append_lock = threading.Lock()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -39,15 +44,17 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    if isinstance(data, BaseModel):
-        text = data.model_dump_json(indent=2)
-    else:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    text = json.dumps(redact(data), indent=2, ensure_ascii=False, default=str)
     atomic_write_text(path, text + "\n")
 
 
+def json_line(record: BaseModel | dict) -> str:
+    """One record as a compact JSON line (a model's fields in order), secrets masked."""
+    return json.dumps(redact(record), ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def append_jsonl(path: Path, record: BaseModel | dict) -> None:
-    line = record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
+    line = json_line(record)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _append_lock:
         fresh = not path.exists()
@@ -61,7 +68,7 @@ def append_jsonl(path: Path, record: BaseModel | dict) -> None:
 
 def append_lines(path: Path, lines: list[str], sync: bool = True) -> None:
     """Append many complete records (JSON lines) with one `write`, and at most one `fsync`."""
-    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    data = "".join(redact(line) + "\n" for line in lines).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     with _append_lock:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -85,7 +92,7 @@ def write_new_text(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, text.encode("utf-8"))
+        _write_all(fd, redact(text).encode("utf-8"))
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -144,3 +151,28 @@ def count_lines(path: Path) -> int:
         while block := f.read(1 << 20):
             n += block.count(b"\n")
     return n
+
+
+def read_user_text(path: Path, what: str) -> str:
+    """A text file the user named, or `BadInput` saying why it cannot be read (missing, not UTF-8)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise BadInput(f"cannot read {what} {path}: {e.strerror or type(e).__name__}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{what} {path} is not UTF-8 text (bad byte at offset {e.start}): "
+                       "convert it to UTF-8") from None
+
+
+def writable_output(path: Path, what: str) -> Path:
+    """`path` made ready for writing (its folder created), or `BadInput` naming why it cannot be."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        probe = Path(path).parent / f".skillopt-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"cannot write {what} {path}: {e.strerror or type(e).__name__}: pick another path") from None
+    return Path(path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+from skillopt.store.redact import redact
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
@@ -109,6 +110,7 @@ class RunIndex:
 
     def upsert_run(self, run_id: str, path: Path, config: dict, status: str, created_at: float,
                    summary: RunSummary | None = None, data_hash: str | None = None) -> None:
+        config = redact(config)
         with self._lock, self.db:
             self.db.execute(
                 """INSERT INTO runs (run_id, created_at, status, benchmark, harness, target_model,
@@ -119,7 +121,7 @@ class RunIndex:
                    data_hash=COALESCE(excluded.data_hash, runs.data_hash)""",
                 (run_id, created_at, status, config.get("benchmark"), config.get("harness"),
                  config.get("target_model"), config.get("optimizer_model"), json.dumps(config),
-                 summary.model_dump_json() if summary else None, str(path), data_hash),
+                 json.dumps(redact(summary)) if summary else None, redact(str(path)), data_hash),
             )
 
     def upsert_version(self, run_id: str, v: SkillVersion, gate: dict | None = None) -> None:
@@ -129,7 +131,7 @@ class RunIndex:
                    ON CONFLICT(run_id, version) DO UPDATE SET status=excluded.status,
                    val_score=excluded.val_score, gate_json=COALESCE(excluded.gate_json, skill_versions.gate_json)""",
                 (run_id, v.version, v.parent, v.sha, v.origin, v.status, v.step, v.val_score,
-                 json.dumps(gate) if gate else None, v.created_at),
+                 json.dumps(redact(gate)) if gate else None, v.created_at),
             )
 
     def add_rollout(self, run_id: str, r: RolloutRecord) -> None:
@@ -141,9 +143,9 @@ class RunIndex:
         with self._lock, self.db:
             self.db.executemany(
                 f"{verb} INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, r.model, r.trial,
-                  r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s, r.error,
-                  r.created_at) for r in records],
+                [(run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, redact(r.model), r.trial,
+                  r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s,
+                  redact(r.error) if r.error else None, r.created_at) for r in records],
             )
 
     def mark_complete(self, run_id: str, rollouts_file: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import secrets
 import threading
@@ -15,18 +17,33 @@ from pydantic import BaseModel
 
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
+from skillopt.models.types import CallRecord
 from skillopt.store.files import (
-    append_jsonl, atomic_write_json, atomic_write_text, count_lines, read_jsonl, read_records, write_new_text,
+    append_jsonl, atomic_write_json, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
+    write_new_text,
 )
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SkillVersion
+from skillopt.store.redact import redact
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
 from skillopt.traces.events import TraceEvent
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+LOCK_FILE = ".lock"
 
 
 def safe_name(text: str) -> str:
-    return _SAFE.sub("_", text)[:120] or "_"
+    """`text` as one file name: no separators, never `.` or `..` (so it cannot leave its folder)."""
+    name = _SAFE.sub("_", text)[:120] or "_"
+    return "_" + name[1:] if name.startswith(".") else name
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id names one folder directly under the runs folder; else `BadInput`."""
+    if not _RUN_ID.fullmatch(run_id or "") or ".." in run_id:
+        raise BadInput(f"bad run id {run_id!r}: use letters, digits, '.', '_' and '-' (no '/', no '..'), "
+                       "at most 128 characters")
+    return run_id
 
 
 def new_run_id(benchmark: str) -> str:
@@ -46,27 +63,75 @@ class RunStore:
         self.root = root.resolve()  # agents run in other folders: every path we hand out is absolute
         self._lock = threading.Lock()
         self.writer = GroupedWriter(self.root, self.root / "rollouts.jsonl", durability)
+        self._lock_fd: int | None = None
         self._versions: dict[int, SkillVersion] = {}
+        self._load_versions()
+
+    def _load_versions(self) -> None:
+        self._versions = {}
         for rec in read_jsonl(self.root / "skills" / "index.jsonl"):
             v = SkillVersion.model_validate(rec)
             self._versions[v.version] = v  # later lines update earlier ones
 
     @classmethod
-    def create(cls, runs_dir: Path, run_id: str) -> "RunStore":
-        root = runs_dir / run_id
-        if root.exists() and any(root.iterdir()):
+    def create(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
+        """A new, empty run folder; with `lock`, held by this process (see `lock`)."""
+        root = runs_dir / check_run_id(run_id)
+        if root.exists() and any(p.name != LOCK_FILE for p in root.iterdir()):
             raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
         root.mkdir(parents=True, exist_ok=True)
-        return cls(root)
+        store = cls(root)
+        if lock:
+            store.lock()
+            if any(p.name != LOCK_FILE for p in root.iterdir()):  # another process got there first
+                store.unlock()
+                raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
+        return store
 
     @classmethod
-    def open(cls, runs_dir: Path, run_id: str) -> "RunStore":
-        root = runs_dir / run_id
+    def open(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
+        """An existing run; with `lock`, held by this process before anything is read (see `lock`)."""
+        root = runs_dir / check_run_id(run_id)
         if not (root / "config.yaml").exists():
             known = sorted(p.name for p in runs_dir.glob("*/config.yaml") for p in [p.parent])
             hint = f" (known: {', '.join(known[-5:])})" if known else ""
             raise BadInput(f"no run {run_id!r} in {runs_dir}{hint}")
-        return cls(root)
+        store = cls(root)
+        if lock:
+            store.lock()
+            store._load_versions()  # as the last holder left them
+        return store
+
+    # the one-writer lock ------------------------------------------------------------------------
+    def lock(self) -> None:
+        """Hold the run's exclusive lock (`.lock`, with this process's pid) until `unlock` or exit.
+
+        One process at a time writes a run: a second one gets `BadInput` naming the holder's pid.
+        The operating system drops the lock when its process dies, even by kill -9.
+        """
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise BadInput(f"run {self.run_id} is in use by process {holder}: wait for it to end (or stop it), "
+                           f"then run again") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_fd is not None
 
     @property
     def run_id(self) -> str:
@@ -74,7 +139,7 @@ class RunStore:
 
     # config ---------------------------------------------------------------------------------
     def write_config(self, data: dict[str, Any]) -> None:
-        atomic_write_text(self.root / "config.yaml", yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        atomic_write_text(self.root / "config.yaml", yaml.safe_dump(redact(data), sort_keys=False, allow_unicode=True))
 
     def read_config(self) -> dict[str, Any]:
         return yaml.safe_load((self.root / "config.yaml").read_text(encoding="utf-8")) or {}
@@ -128,10 +193,10 @@ class RunStore:
         record's `trace_file` must then be `trace_path(...)`)."""
         files: tuple[tuple[str, str], ...] = ()
         if events is not None and rec.trace_file:
-            files = ((rec.trace_file, "".join(e.model_dump_json() + "\n" for e in events)),)
+            files = ((rec.trace_file, "".join(json_line(e) + "\n" for e in events)),)
             if raw_log:
                 files += ((raw_log_file(rec.trace_file), raw_log),)
-        return RolloutWrite(line=rec.model_dump_json(), files=files)
+        return RolloutWrite(line=json_line(rec), files=files)  # the writer redacts the texts again
 
     async def save_rollout(self, rec: RolloutRecord, events: list[TraceEvent] | None = None,
                            raw_log: str | None = None) -> None:
@@ -153,7 +218,7 @@ class RunStore:
 
     def write_trace(self, task_id: str, key: str, events: list[TraceEvent], raw_log: str | None) -> str:
         rel = self.trace_path(task_id, key)
-        lines = "".join(e.model_dump_json() + "\n" for e in events)
+        lines = "".join(json_line(e) + "\n" for e in events)
         atomic_write_text(self.root / rel, lines)
         if raw_log:
             atomic_write_text(self.root / raw_log_file(rel), raw_log)
@@ -191,6 +256,13 @@ class RunStore:
     def read_json(self, rel: str) -> Any:
         path = self.root / rel
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def append_call(self, rec: CallRecord) -> None:
+        """One paid (or failed) model call that is not part of a rollout (the optimizer's)."""
+        append_jsonl(self.root / "calls.jsonl", rec)
+
+    def calls(self) -> list[CallRecord]:
+        return [CallRecord.model_validate(r) for r in read_jsonl(self.root / "calls.jsonl")]
 
     def append_metric(self, record: dict[str, Any]) -> None:
         append_jsonl(self.root / "metrics.jsonl", record)

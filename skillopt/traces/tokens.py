@@ -49,7 +49,8 @@ import httpx
 from skillopt.errors import BadInput, MissingExtra, SkilloptError
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ProviderEnv
-from skillopt.store.files import append_lines
+from skillopt.store.files import append_lines, json_line
+from skillopt.store.redact import redact
 from skillopt.store.run import safe_name
 from skillopt.traces import export
 from skillopt.traces.dataset_append import append_dataset
@@ -258,10 +259,9 @@ class TokenCapture:
                rows: list[dict]) -> None:
         with lock:  # one write and one fsync per rollout; its rows appended, never the dataset rewritten
             if spans:
-                append_lines(stream, [json.dumps({"rollout_key": key, **export.redact_span(span)}, default=str)
-                                      for span in spans])
+                append_lines(stream, [json_line({"rollout_key": key, **export.redact_span(span)}) for span in spans])
             if rows:
-                append_dataset(dataset, rows, key)
+                append_dataset(dataset, [redact(r) for r in rows], key)  # no secret on disk
 
     async def _spans(self, rollout_id: str, attempt_id: str) -> list[dict[str, Any]]:
         """The rollout's spans, once every model call the proxy answered has its trace in the store."""

@@ -1,0 +1,184 @@
+"""Does training make skills better on tasks they never saw? The default loop on the embedded
+models, per benchmark and split seed: seed and best skill on the sealed test split, the paired
+difference with its 95% interval, rollouts, wall time and validation rollouts per decision; and,
+with --gepa, GEPA 0.1.4 on the same benchmark, splits, models and target-call budget.
+
+Each of our runs is the README's main job (`skillopt run --preset quick`) with the benchmark and
+split seed changed, through the real CLI, models chosen as a user with no key gets them. GEPA runs
+in its own virtualenv (perf/gepa_runner.py) against the same llama.cpp servers, started here.
+The gate simulation (perf/gate_sim.py) is folded in when its JSON exists.
+
+Usage: python perf/quality.py [--benchmarks gsm8k,arc-challenge,mmlu] [--seeds 0,1,2,3,4] [--gepa]
+                              [--out perf/results/quality.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from skillopt.stats import paired_difference_interval  # noqa: E402
+
+GEPA = "gepa[full]==0.1.4"
+PEERS = Path(os.environ.get("SKILLOPT_CACHE_DIR") or Path.home() / ".cache" / "skillopt") / "perf-peers"
+
+
+def gepa_python() -> Path:
+    """GEPA 0.1.4 in its own virtualenv under the cache (made once)."""
+    try:
+        from perf.peers import gepa_python as shared  # the performance suite's installer, when present
+
+        return shared()
+    except ImportError:
+        pass
+    venv = PEERS / "gepa-0.1.4" / "venv"
+    if not (venv.parent / "installed.ok").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", GEPA], check=True)
+        (venv.parent / "installed.ok").write_text(GEPA + "\n")
+    return venv / "bin" / "python"
+
+
+def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
+    run_id = f"quality-{benchmark}-{seed}"
+    args = [sys.executable, "-m", "skillopt", "--runs-dir", str(root / "runs"), "run", "--preset", "quick",
+            "--benchmark", benchmark, "--split-seed", str(seed), "--run-id", run_id, *extra]
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN"))}
+    t0 = time.perf_counter()
+    r = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    run = root / "runs" / run_id
+    if r.returncode != 0 or not (run / "summary.json").exists():
+        return {"benchmark": benchmark, "split_seed": seed, "error": (r.stderr or r.stdout)[-1500:]}
+    summary = json.loads((run / "summary.json").read_text())
+    rows = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    seed_sha = summary_sha(run, summary["versions"]["seed"])
+    best_sha = summary_sha(run, summary["versions"]["best"])
+    paired = paired_test_scores(rows, seed_sha, best_sha)
+    decisions = summary.get("gate_decisions", 0)
+    return {
+        "benchmark": benchmark, "split_seed": seed, "run_id": run_id, "wall_s": round(wall, 1),
+        "seed_test": summary["scores"]["seed"]["test"], "best_test": summary["scores"]["best"]["test"],
+        "test_delta": summary.get("test_delta"), "test_wins": summary.get("test_wins"),
+        "test_losses": summary.get("test_losses"), "paired_n": len(paired[0]),
+        "rollouts": len(rows), "target_calls_before_test": sum(1 for x in rows if x["split"] != "test"),
+        "gate_decisions": decisions, "val_rollouts": summary.get("val_rollouts", 0),
+        "val_rollouts_per_decision": round(summary.get("val_rollouts", 0) / decisions, 2) if decisions else None,
+        "val_size": len({x["task_id"] for x in rows if x["split"] == "val"}),
+        "candidates": summary.get("candidates", {}), "accepted": summary.get("candidates_accepted", 0),
+        "best_skill": (run / "best_skill.md").read_text(),
+        "optimizer_calls": summary["meter"]["roles"].get("optimizer", {}).get("calls", 0),
+    }
+
+
+def summary_sha(run: Path, version: int) -> str:
+    for line in (run / "skills" / "index.jsonl").read_text().splitlines():
+        v = json.loads(line)
+        if v["version"] == version:
+            return v["sha"]
+    raise KeyError(version)
+
+
+def paired_test_scores(rows: list[dict], a_sha: str, b_sha: str) -> tuple[list[float], list[float]]:
+    a = {x["task_id"]: x["hard"] for x in rows if x["split"] == "test" and x["skill_sha"] == a_sha and x["error_kind"] != "infra"}
+    b = {x["task_id"]: x["hard"] for x in rows if x["split"] == "test" and x["skill_sha"] == b_sha and x["error_kind"] != "infra"}
+    common = sorted(set(a) & set(b))
+    return [a[t] for t in common], [b[t] for t in common]
+
+
+def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.config import PRESETS, resolve_config
+    from skillopt.engine.run import seed_skill
+    from skillopt.models.local import LocalServer
+    from skillopt.prompts import render
+
+    cfg = resolve_config(PRESETS["quick"], {"benchmark": benchmark, "splits": {"seed": seed}})
+    bench = get_benchmark(benchmark, cfg.splits)
+    seed_prompt = render("chat_system.md.j2", skill=seed_skill(cfg).strip_markers())
+    max_tokens = cfg.limits.max_tokens
+    with LocalServer("qwen2.5-coder-0.5b", slots=cfg.train.concurrency) as target, \
+            LocalServer("qwen2.5-coder-1.5b") as reflector:
+        job = {split: [t.model_dump(mode="json") for t in bench.tasks(split)] for split in ("train", "val", "test")}
+        job.update(seed_prompt=seed_prompt, max_metric_calls=budget, seed=seed, run_dir=str(root / f"gepa-{benchmark}-{seed}"),
+                   target={"base_url": target.base_url + "/v1", "model": "qwen2.5-coder-0.5b", "max_tokens": max_tokens},
+                   reflection={"base_url": reflector.base_url + "/v1", "model": "qwen2.5-coder-1.5b",
+                               "max_tokens": cfg.models.optimizer_max_tokens * 2})
+        job_path, out_path = root / f"gepa-{benchmark}-{seed}.job.json", root / f"gepa-{benchmark}-{seed}.out.json"
+        job_path.write_text(json.dumps(job))
+        t0 = time.perf_counter()
+        env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        r = subprocess.run([str(gepa_python()), str(REPO / "perf" / "gepa_runner.py"), str(job_path), str(out_path)],
+                           capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        return {"error": r.stderr[-1500:]}
+    out = json.loads(out_path.read_text())
+    ids = sorted(out["seed_test"])
+    xs, ys = [out["seed_test"][t] for t in ids], [out["best_test"][t] for t in ids]
+    ci = paired_difference_interval(xs, ys)
+    return {"wall_s": round(wall, 1), "budget": budget, "seed_test": sum(xs) / len(xs), "best_test": sum(ys) / len(ys),
+            "test_delta": ci.model_dump(), "n": len(ids), **{k: out[k] for k in (
+                "target_calls_optimizing", "reflection_calls", "candidates", "best_val", "seed_val",
+                "best_prompt_chars", "best_prompt")}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--benchmarks", default="gsm8k,arc-challenge,mmlu")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--gepa", action="store_true", help="also run GEPA 0.1.4 with the same budget")
+    ap.add_argument("--set", action="append", default=[], help="extra --set for our runs")
+    ap.add_argument("--out", default=str(REPO / "perf" / "results" / "quality.json"))
+    ap.add_argument("--work", default=None, help="folder for the runs (default: a new one under /tmp)")
+    args = ap.parse_args()
+    root = Path(args.work or f"/tmp/skillopt-quality-{time.strftime('%Y%m%d-%H%M%S')}")
+    root.mkdir(parents=True, exist_ok=True)
+    out_path = Path(args.out)
+    results = json.loads(out_path.read_text()).get("runs", []) if out_path.exists() else []
+    extra = [x for s in args.set for x in ("--set", s)]
+    for benchmark in args.benchmarks.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            row = run_ours(benchmark, seed, root, extra)
+            d = row.get("test_delta") or {}
+            print(f"{benchmark} seed {seed}: {row.get('seed_test')} -> {row.get('best_test')} "
+                  f"delta {d.get('mean')} [{d.get('lo')}, {d.get('hi')}] in {row.get('wall_s')} s", flush=True)
+            if args.gepa and "error" not in row:
+                row["gepa"] = run_gepa(benchmark, seed, row["target_calls_before_test"], root)
+                print(f"  gepa: {json.dumps({k: v for k, v in row['gepa'].items() if k != 'best_prompt'})[:400]}",
+                      flush=True)
+            results = [r for r in results if (r.get("benchmark"), r.get("split_seed")) != (benchmark, seed)] + [row]
+            write(out_path, results)
+    print(f"wrote {out_path}")
+
+
+def write(path: Path, runs: list[dict]) -> None:
+    sim_path = path.parent / "gate_sim.json"
+    sim = json.loads(sim_path.read_text()) if sim_path.exists() else None
+    data = {
+        "runs": runs,
+        "gate_simulation": None if sim is None else {
+            "false_accept_no_op": {s["scenario"]: s["accept_rate"] for s in sim["scenarios"] if s["effect"] == 0},
+            "power_plus_15": {s["scenario"]: s["accept_rate"] for s in sim["scenarios"] if s["effect"] == 0.15},
+        },
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_avg_at_write": os.getloadavg()},
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Building a run's parts from its resolved configuration, and every check that must pass before
+anything is written: model specs and keys, prices for a cost budget, the benchmark and its splits,
+task paths, the seed skill, the sandbox, the harness and its options.
+
+`train` and `evaluate_skill` both build through here, so a bad input fails the same way, before
+the run folder exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from skillopt.benchmarks import get_benchmark
+from skillopt.benchmarks.base import Benchmark
+from skillopt.config import RunConfig
+from skillopt.engine.events import Emitter, Note
+from skillopt.engine.settings import Settings, deterministic_mode, effective_limits, settings_that_matter
+from skillopt.engine.usage import check_prices
+from skillopt.errors import BadInput
+from skillopt.harness.base import Harness, Limits
+from skillopt.harness.registry import HarnessContext, check_compatible, harness_info, make_harness
+from skillopt.harness.workspace import check_task_paths, check_skill_name
+from skillopt.models import Budget, Meter, Models, ProviderEnv, ResponseCache, RetryPolicy, check_credentials
+from skillopt.models.spec import ModelSpec, parse_model_spec
+from skillopt.sandbox import NoSandbox, Relay, RunsUntrustedCode, Sandbox, make_sandbox
+from skillopt.skill import Skill
+from skillopt.store.run import RunStore
+
+SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
+
+
+@dataclass(frozen=True)
+class Specs:
+    target: ModelSpec
+    optimizer: ModelSpec | None
+
+
+def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True) -> Specs:
+    """Parse and check both specs, the harness/target combination and a cost budget's prices."""
+    if not cfg.target_model:
+        raise BadInput("no target model: pass --target_model (e.g. openai:gpt-5-mini or local:qwen2.5-coder-0.5b)")
+    target = parse_model_spec(cfg.target_model)
+    check_compatible(cfg.harness, target)
+    check_credentials(target, env)
+    if target.captures_tokens:
+        from skillopt.traces.tokens import check_capture
+
+        check_capture(target)
+    optimizer = None
+    if need_optimizer:
+        if not cfg.optimizer_model:
+            raise BadInput("no optimizer model: pass --optimizer_model (e.g. openai:gpt-5)")
+        optimizer = parse_model_spec(cfg.optimizer_model)
+        check_credentials(optimizer, env)
+    spending = {"target": target, **({"optimizer": optimizer} if optimizer else {})}
+    check_prices(cfg.budget, spending, cfg.models.prices)
+    return Specs(target, optimizer)
+
+
+def size_local_models(specs: Specs, concurrency: int) -> None:
+    """A local model serves the run's rollouts in flight in parallel slots (llama.cpp decodes them in
+    one batch per step), plus one for the optimizer when it is the same model; sized before any call."""
+    wanted: dict[str, int] = {}
+    if specs.target.provider == "local":
+        wanted[specs.target.model] = concurrency
+    if specs.optimizer is not None and specs.optimizer.provider == "local":
+        wanted[specs.optimizer.model] = wanted.get(specs.optimizer.model, 0) + 1
+    if wanted:
+        from skillopt.models.local import reserve_slots  # lazy: only for local specs
+
+        for name, slots in wanted.items():
+            reserve_slots(name, slots)
+
+
+@contextmanager
+def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
+    """The benchmark, checked before any rollout (e.g. a Docker engine for swebench) and released
+    after the last (containers, clients); benchmarks without `preflight` / `close` need neither."""
+    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    preflight = getattr(benchmark, "preflight", None)
+    if callable(preflight):
+        preflight()
+    try:
+        yield benchmark
+    finally:
+        close = getattr(benchmark, "close", None)
+        if callable(close):
+            close()
+
+
+def seed_skill(cfg: RunConfig) -> Skill:
+    """The seed skill, checked: a name that is a safe folder name, and within the token cap."""
+    skill = _find_seed(cfg)
+    check_skill_name(skill)
+    if skill.tokens() > cfg.train.skill_token_cap:
+        raise BadInput(f"the seed skill {skill.name!r} has about {skill.tokens()} tokens, over train.skill_token_cap "
+                       f"({cfg.train.skill_token_cap}): every edit would be rejected; shorten it or raise the cap "
+                       f"(--set train.skill_token_cap=N)")
+    return skill
+
+
+def _find_seed(cfg: RunConfig) -> Skill:
+    if cfg.seed_skill:
+        return Skill.load(cfg.seed_skill)
+    name = Path(cfg.benchmark).stem if cfg.benchmark.endswith(".jsonl") else cfg.benchmark
+    for candidate in (SKILLS_DIR / name / "SKILL.md", SKILLS_DIR / "default" / "SKILL.md"):
+        if candidate.exists():
+            return Skill.load(candidate)
+    raise BadInput(f"no seed skill for {cfg.benchmark!r}: pass --skill PATH")
+
+
+def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...]) -> None:
+    """Each split in `needed` has tasks (an empty val split would make every candidate a tie)."""
+    for split in needed:
+        if not list(benchmark.tasks(split)):  # type: ignore[arg-type]
+            raise BadInput(f"the {split} split of {cfg.benchmark} is empty (splits.{split}="
+                           f"{getattr(cfg.splits, split)}, {len(list(benchmark.tasks('all')))} tasks in all): "
+                           f"give it tasks with --{split}-size N")
+
+
+def make_models(cfg: RunConfig, env: ProviderEnv, meter: Meter, cache_path: Path | None) -> Models:
+    return Models(env=env, meter=meter, cache=ResponseCache(cache_path) if cache_path else None,
+                  retry=RetryPolicy(attempts=cfg.models.retries + 1, base_delay_s=cfg.models.retry_base_delay_s),
+                  timeout_s=cfg.models.timeout_s, prices=cfg.models.prices)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a run's rollouts need, built and checked before the run folder is made."""
+
+    settings: Settings
+    limits: Limits
+    deterministic: bool  # temperature 0 and a seed (see engine.settings.deterministic_mode)
+    meter: Meter
+    models: Models
+    harness: Harness
+    sandbox: Sandbox
+    relay: Relay | None  # agent harnesses: their model key stays here, behind it
+
+
+def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_path: Path | None) -> Parts:
+    check_task_paths(benchmark.tasks("all"))  # type: ignore[arg-type]
+    agent = harness_info(cfg.harness).agent
+    needs_sandbox = agent or isinstance(benchmark, RunsUntrustedCode)
+    sandbox = make_sandbox(cfg.sandbox) if needs_sandbox else NoSandbox()
+    relay = Relay() if agent else None
+    meter = Meter(Budget(**cfg.budget.model_dump()))
+    models = make_models(cfg, env, meter, cache_path)
+    harness = make_harness(cfg.harness, HarnessContext(models=models, options=dict(cfg.harness_options),
+                                                        sandbox=sandbox, relay=relay))
+    deterministic = deterministic_mode(cfg, harness)
+    return Parts(settings_that_matter(cfg, benchmark, harness), effective_limits(cfg, benchmark, deterministic),
+                 deterministic, meter, models, harness, sandbox, relay)
+
+
+@contextmanager
+def isolation(parts: Parts, benchmark: Benchmark, store: RunStore) -> Iterator[None]:
+    """For the rollouts of a run: the relay up, grading in the sandbox with its logs in `grading/`."""
+    if isinstance(benchmark, RunsUntrustedCode):
+        benchmark.isolate(parts.sandbox, store.root / "grading")
+    with parts.relay if parts.relay is not None else nullcontext():
+        yield
+
+
+@contextmanager
+def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: RunConfig, emit: Emitter):
+    """For vLLM targets: the recording proxy for the whole run (token ids + logprobs per call)."""
+    if not target.captures_tokens:
+        yield None
+        return
+    from skillopt.traces.tokens import TokenCapture
+
+    emit(Note("starting token capture (recording proxy for the vLLM target)"))
+    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark) as capture:
+        yield capture
