@@ -67,10 +67,12 @@ class OpenAIProvider:
             if spec.provider == "openai" and not base:
                 base = self.env.openai_base_url or OPENAI_BASE_URL
             api_key = {"openai": self.env.openai_api_key, "vllm": self.env.vllm_api_key}.get(spec.provider)
-            headers = {"Authorization": f"Bearer {api_key or 'not-needed'}"}
+            url, basic = _split_credentials((base or "").rstrip("/") + "/chat/completions")
+            # credentials in the URL win over the key, as with the SDK's client (HTTP Basic auth)
+            headers = {"Authorization": basic or f"Bearer {api_key or 'not-needed'}"}
             if len(self._bases) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
                 self._bases.pop(next(iter(self._bases)))
-            self._bases[key] = ((base or "").rstrip("/") + "/chat/completions", headers)
+            self._bases[key] = (url, headers)
         return self._bases[key]
 
     def _client(self, spec: ModelSpec):
@@ -161,6 +163,20 @@ class OpenAIProvider:
             )
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as e:  # a 200 whose body is not a reply
             raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """`http://user:pass@host/...` -> (`http://host/...`, its HTTP Basic `Authorization` value)."""
+    from base64 import b64encode
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return urlunsplit(parts._replace(netloc=netloc)), "Basic " + b64encode(pair.encode()).decode()
 
 
 def _azure_token_provider():
