@@ -34,8 +34,9 @@ MAX_EDIT_CHARS = 800  # one edit's text: a bounded edit, a rule or two, not a re
 # its mutation prompts): one proposal per angle makes the candidates of a step differ in kind, not
 # only in wording. None of them names a task family.
 FOCI = (
-    "the exact shape of the reply: tell the agent what to write, line by line, before its final answer "
-    "line, and show that shape in a short example with placeholders (never a task's own content).",
+    "the exact shape of the reply: tell the agent what to write before its final answer, line by line (for "
+    "example numbered steps, 'Step 1: ...'), and that the final answer never comes alone; show that shape in "
+    "a short example with placeholders, never a task's own content.",
     "the procedure: the steps the agent should work through, in order, for every task of this kind.",
     "the mistakes in the failed outputs, and one check the agent should run before it answers.",
     "what the skill already says but the agent ignores or misreads: say it more directly, or remove what misleads.",
