@@ -4,6 +4,11 @@ the parallel slots, and rollouts per minute of the real `skillopt run --preset q
 
 Usage: python perf/local_model.py [--models qwen2.5-coder-0.5b smollm2-135m] [--gen 128]
                                   [--threads 0 1] [--no-preset] [--out perf/results/local_model.json]
+       python perf/local_model.py --preset-only --code /path/to/other/checkout --label before --repeats 2
+
+`--preset-only` measures only `skillopt run --preset quick`, `--repeats` times, with the skillopt of `--code`
+(a checkout: its folder goes first on PYTHONPATH; default this one), and stores it under `preset_quick`
+by `--label` in the result file (other labels are kept): so one file holds before and after.
 
 `--threads 0` is skillopt's default (`local.cpu_threads()`). On a shared machine the numbers swing with the
 load average, which is recorded next to each result.
@@ -14,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -27,7 +31,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from skillopt.models.local import LocalServer, weights_path
+from perf.common import machine  # noqa: E402
+from skillopt.models.local import LocalServer, weights_path  # noqa: E402
 
 # A skill-sized system prompt (~1,000 tokens) and a short task, like a chat-harness rollout.
 TASKS = 8  # warm requests sharing the skill prefix
@@ -89,14 +94,16 @@ def measure(name: str, gen: int, concurrency: int, threads: int) -> dict:
     }
 
 
-def preset_run() -> dict:
+def preset_run(code: Path = REPO) -> dict:
     """The README's main job (`skillopt run --preset quick`, local model as target and optimizer),
     through the real CLI in a scratch folder: wall time, rollouts, rollouts per minute."""
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN", "_BASE_URL"))}
+    env["PYTHONPATH"] = str(code)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "skillopt", "--runs-dir", tmp, "run", "--preset", "quick",
-                               "--run-id", "perf-quick"], cwd=REPO, env=env, capture_output=True, text=True)
+                               "--run-id", "perf-quick"], cwd=code, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             return {"error": proc.stderr.strip()[-500:]}
@@ -104,7 +111,8 @@ def preset_run() -> dict:
         rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines() if x.strip()]
         summary = json.loads((run / "summary.json").read_text())
     roles = summary["meter"]["roles"]
-    return {"wall_s": round(wall, 1), "rollouts": len(rollouts), "rollouts_per_min": round(len(rollouts) / wall * 60, 1),
+    return {"load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+            "wall_s": round(wall, 1), "rollouts": len(rollouts), "rollouts_per_min": round(len(rollouts) / wall * 60, 1),
             "target_calls": roles.get("target", {}).get("calls"), "optimizer_calls": roles.get("optimizer", {}).get("calls"),
             "steps": summary["steps"], "candidates": summary["candidates_accepted"] + summary["candidates_rejected"],
             "scores": {role: {split: (s or {}).get("hard") for split, s in by.items()}
@@ -118,9 +126,15 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--threads", type=int, nargs="+", default=[0])
     ap.add_argument("--no-preset", action="store_true", help="skip the `--preset quick` run")
+    ap.add_argument("--preset-only", action="store_true", help="only the `--preset quick` run")
+    ap.add_argument("--code", type=Path, default=REPO, help="the checkout whose skillopt runs the preset")
+    ap.add_argument("--label", default="after", help="name of this preset measurement (before / after)")
+    ap.add_argument("--repeats", type=int, default=1, help="preset runs")
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "local_model.json"))
     args = ap.parse_args()
-    doc = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "results": []}
+    if args.preset_only:
+        return preset_only(args)
+    doc = {"machine": machine(), "results": []}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     for model in args.models:
         for threads in args.threads:
@@ -128,9 +142,25 @@ def main() -> None:
             Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")  # after each, for long runs
             print(json.dumps(doc["results"][-1]), flush=True)
     if not args.no_preset:
-        doc["preset_quick"] = preset_run()
+        doc["preset_quick"] = {args.label: [preset_run(args.code) for _ in range(args.repeats)]}
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
         print(json.dumps(doc["preset_quick"]), flush=True)
+
+
+def preset_only(args) -> None:
+    """Add `--repeats` preset runs under `--label` to the result file, keeping what else it holds."""
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
+    presets = doc.get("preset_quick") if isinstance(doc.get("preset_quick"), dict) else {}
+    if "wall_s" in presets:  # the older single-run shape
+        presets = {}
+    runs = []
+    for _ in range(args.repeats):
+        runs.append({**preset_run(args.code), "code": str(args.code)})
+        presets[args.label] = runs
+        doc["preset_quick"] = presets
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+        print(json.dumps({args.label: runs[-1]}), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -195,14 +196,25 @@ class Skill(BaseModel):
 
     def render(self) -> str:
         """The canonical document: front matter (name, description, other keys sorted), body."""
+        return self.document
+
+    @cached_property
+    def document(self) -> str:
+        """`render()`, computed once per (immutable) skill."""
         meta = {"name": self.name, "description": self.description,
                 **{k: self.extra[k] for k in sorted(self.extra)}}
         fm = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000).strip()
         return f"---\n{fm}\n---\n\n{self.body}\n" if self.body else f"---\n{fm}\n---\n"
 
-    @property
+    @cached_property
     def sha(self) -> str:
+        """sha256 of the rendered document: computed once per skill version, not per rollout."""
         return hashlib.sha256(self.render().encode("utf-8")).hexdigest()
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Skill:
+        """A copy without the cached document and sha (they belong to this content only)."""
+        fields = {k: getattr(self, k) for k in type(self).model_fields}
+        return Skill(**{**fields, **(update or {})})
 
     @property
     def short_sha(self) -> str:

@@ -111,3 +111,26 @@ def test_traces_show_prints_a_stored_rollout(tmp_path):
     assert "skill used: mathy (Skill tool)" in res.output and '"subtype": "init"' in res.output
     missing = runner.invoke(app, ["--runs-dir", str(tmp_path / "runs"), "traces", "show", "r1", "nope"])
     assert missing.exit_code == 2 and "no rollout of task 'nope'" in missing.output and "t1" in missing.output
+
+
+def test_traces_show_says_what_a_power_loss_took(tmp_path):
+    """Trace files are written unsynced (the grouped writer fsyncs rollouts.jsonl only): after a power
+    loss a trace may be empty or cut short, and `traces show` says so instead of failing."""
+    from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
+    from skillopt.cli.app import app
+    from skillopt.store.records import RolloutRecord
+    from skillopt.store.run import RunStore
+
+    store = RunStore.create(tmp_path / "runs", "r1")
+    store.write_config({"benchmark": "b", "harness": "chat"})
+    for task, text in (("cut", agent_trace()[0].model_dump_json() + '\n{"type": "mess'), ("empty", "")):
+        rel = store.trace_path(task, task * 30)
+        (store.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (store.root / rel).write_text(text)
+        store.append_rollout(RolloutRecord(key=task * 30, task_id=task, split="train", version=0, skill_sha="s",
+                                           harness="chat", model="m", trace_file=rel))
+    runner = CliRunner()
+    cut = runner.invoke(app, ["--runs-dir", str(tmp_path / "runs"), "traces", "show", "r1", "cut"])
+    assert cut.exit_code == 0 and "the rest of the trace was lost" in cut.output
+    empty = runner.invoke(app, ["--runs-dir", str(tmp_path / "runs"), "traces", "show", "r1", "empty"])
+    assert empty.exit_code == 0 and "the trace file is empty" in empty.output

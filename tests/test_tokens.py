@@ -372,3 +372,29 @@ async def test_a_failing_server_is_a_failed_rollout_and_capture_says_why(vllm, c
     assert rollout.error and "400" in rollout.error
     assert result.rows == 0 and result.skipped == "no LLM call of this rollout got an answer from the server"
     assert (await capture.collect("never-opened", TASK.id, reward=0.0, version=0)).skipped
+
+
+@needs_datasets
+def test_appending_rollouts_gives_the_rows_the_whole_rewrite_gave(tmp_path):
+    from skillopt.traces.dataset_append import append_dataset
+
+    rollouts = [("k1", [row("i1", 0, key="k1"), row("i1", 1, key="k1")]),
+                ("k2", [row("i1", 0, key="k2", reward=0.0)]),
+                ("k3", [row("i1", 0, key="k3", version=2), row("i1", 1, key="k3", version=2)]),
+                ("k1", [row("i1", 0, key="k1", reward=0.5)]),  # a retried rollout replaces its rows
+                ("k4", [row("i1", 0, key="k4")])]
+    appended, rewritten = tmp_path / "dataset-a", tmp_path / "dataset-b"
+    for key, rows in rollouts:
+        append_dataset(appended, rows, key)
+        export.upsert_dataset(rewritten, rows, key)
+        assert export.read_dataset(appended) == export.read_dataset(rewritten)
+    assert [r["rollout_key"] for r in export.read_dataset(appended)] == ["k2", "k3", "k3", "k1", "k4"]
+    assert len(list(appended.glob("*.arrow"))) == 4  # one file per rollout, none rewritten
+    # a dataset written whole (before appends existed) takes appends too, and replaces its rows
+    append_dataset(rewritten, [row("i1", 0, key="k5")], "k5")
+    append_dataset(rewritten, [row("i1", 3, key="k2")], "k2")
+    append_dataset(appended, [row("i1", 0, key="k5")], "k5")
+    append_dataset(appended, [row("i1", 3, key="k2")], "k2")
+    assert export.read_dataset(appended) == export.read_dataset(rewritten)
+    assert export.run_rows(tmp_path) == []  # (no tokens/ folder here) and the merge still reads both:
+    assert len(export.make_dataset(export.read_dataset(appended))) == 6

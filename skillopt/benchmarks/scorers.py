@@ -181,6 +181,8 @@ def find_numbers(text: str) -> list[Number]:
 def parse_number(s: str) -> Fraction | None:
     """The value of a text that is exactly one number (`"1,234"`, `"-3"`, `"$5.00"`, `"3/4"`), else None."""
     s = (s or "").strip().rstrip(".").strip()
+    if s.isascii() and s.isdigit():  # the common case, without the regex
+        return Fraction(int(s))
     nums = find_numbers(s)
     if len(nums) != 1:
         return None

@@ -24,7 +24,12 @@ def list_() -> None:
     table = Table()
     for col in ("run", "status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best", "updated"):
         table.add_column(col)
+    indexed = _indexed_runs()
     for path in _all_runs():
+        if path.name in indexed:  # finished runs: one row of the index, no file of the run read
+            table.add_row(*indexed[path.name],
+                          time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)))
+            continue
         store = RunStore(path)
         cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
         val = test = "-"
@@ -39,6 +44,37 @@ def list_() -> None:
                       str(cfg.get("target_model")), str(len(store.versions())), val, test,
                       time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)))
     out.print(table)
+
+
+def _indexed_runs() -> dict[str, tuple[str, ...]]:
+    """The `runs list` cells of every run the index knows as finished (its summary is in the index)."""
+    import json
+
+    from skillopt.store.index import RunIndex
+    from skillopt.store.records import RunSummary
+
+    db = Globals.runs_dir / "skillopt.db"
+    if not db.exists():
+        return {}
+    index = RunIndex(db)
+    try:
+        counts = index.version_counts()
+        rows = {}
+        for r in index.runs():
+            if r["status"] != "finished" or not r["summary_json"]:
+                continue
+            cfg, s = json.loads(r["config_json"] or "{}"), RunSummary.model_validate_json(r["summary_json"])
+            sc = s.scores
+            seed_val, best_val = (sc.get("seed") or {}).get("val"), (sc.get("best") or {}).get("val")
+            best_test = (sc.get("best") or {}).get("test")
+            rows[r["run_id"]] = (
+                r["run_id"], f"{cfg.get('mode', 'train')}:finished", str(cfg.get("benchmark")), str(cfg.get("harness")),
+                str(cfg.get("target_model")), str(counts.get(r["run_id"], 0)),
+                f"{seed_val.hard:.3f} -> {best_val.hard:.3f}" if seed_val and best_val else "-",
+                f"{best_test.hard:.3f}" if best_test else "-")
+        return rows
+    finally:
+        index.close()
 
 
 @runs_app.command("show", help="""Show a run's version tree (parent, origin, gate decision and its evidence,

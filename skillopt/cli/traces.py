@@ -65,12 +65,18 @@ def _print_rollout(store: RunStore, rec: RolloutRecord, raw: bool, limit: int | 
         out.print(_cut(rec.patch, None if limit is None else 4 * limit), markup=False)
     path = store.root / rec.trace_file if rec.trace_file else None
     out.print("-- events", markup=False)
-    if path is None or not path.exists():
+    text = path.read_text(encoding="utf-8", errors="replace") if path is not None and path.exists() else None
+    if text is None:
         out.print("(no trace file)", markup=False)
-    else:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+    elif not text.strip():  # trace files are not fsynced one by one (store.writer): a power loss
+        out.print("(the trace file is empty: lost before it reached the disk)", markup=False)
+    for line in (text or "").splitlines():
+        if line.strip():
+            try:
                 out.print(format_event(parse_event(line), limit), markup=False)
+            except ValueError:
+                out.print("(the rest of the trace was lost before it reached the disk)", markup=False)
+                break
     if raw:
         raw_path = store.root / raw_log_file(rec.trace_file) if rec.trace_file else None
         out.print("-- native log", markup=False)

@@ -12,7 +12,8 @@ from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, resolve_specs, token_capture,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, resolve_specs, size_local_models,
+    token_capture,
 )
 from skillopt.harness.workspace import check_skill_name
 from skillopt.models import ProviderEnv
@@ -48,6 +49,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
               listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts) -> EvalResult:
     runs_dir = store.root.parent
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
+    size_local_models(specs, cfg.train.concurrency)
     config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
     store.write_config(config)
     v = store.add_version(ref.skill, parent=None, origin=f"manual ({ref.label})", status="manual")
@@ -73,8 +75,8 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     index = RunIndex(runs_dir / "skillopt.db")
     index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
     index.upsert_version(store.run_id, v)
-    for r in records:
-        index.add_rollout(store.run_id, r)
+    index.add_rollouts(store.run_id, records)  # one transaction
+    index.mark_complete(store.run_id, store.root / "rollouts.jsonl")  # readers may use the index alone
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits)
 
@@ -83,12 +85,13 @@ def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], v
     """Rollouts reused from the source run are written into this run too (with their traces), so the
     evaluation run holds every rollout it scored and reads the same as one that paid for them all."""
     own = {r.key for r in store.rollouts()}
-    out = []
+    out, new = [], []
     for rec in records:
         if rec.key not in own:
             rec = rec.model_copy(update={"version": version})
             if rec.trace_file and ref.run is not None:
                 store.copy_trace(ref.run, rec.trace_file)
-            store.append_rollout(rec)
+            new.append(rec)
         out.append(rec)
+    store.append_rollouts(new)  # grouped: one write and one fsync per group, not per record
     return out

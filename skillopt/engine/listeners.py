@@ -6,7 +6,7 @@ from pathlib import Path
 
 from skillopt.engine.events import Event, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.store.index import RunIndex
-from skillopt.store.records import now
+from skillopt.store.records import RolloutRecord, now
 from skillopt.store.run import RunStore
 
 
@@ -23,13 +23,22 @@ class MetricsWriter:
 
 
 class IndexWriter:
-    """Keeps runs/skillopt.db in step with the run directory."""
+    """Keeps runs/skillopt.db in step with the run directory. Rollouts are written in batches (one
+    transaction per `batch` rollouts, and before any other event), not one transaction each."""
+
+    batch = 256
 
     def __init__(self, runs_dir: Path):
         self.runs_dir = runs_dir
         self._index: RunIndex | None = None  # opened with the run: a run refused at start leaves no database
         self.run_id: str | None = None
         self.config: dict = {}
+        self._pending: list[RolloutRecord] = []
+
+    def flush(self) -> None:
+        if self._pending and self.run_id is not None:
+            self.index.add_rollouts(self.run_id, self._pending)
+        self._pending = []
 
     @property
     def index(self) -> RunIndex:
@@ -38,15 +47,23 @@ class IndexWriter:
         return self._index
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, RolloutDone):
+            if not event.cached and self.run_id is not None:
+                self._pending.append(event.record)
+                if len(self._pending) >= self.batch:
+                    self.flush()
+            return
+        self.flush()
         if isinstance(event, RunStarted):
             self.run_id, self.config = event.run_id, event.config
             self.index.upsert_run(event.run_id, self.runs_dir / event.run_id, event.config, "running", now())
-            for v in RunStore(self.runs_dir / event.run_id).versions():
+            store = RunStore(self.runs_dir / event.run_id)
+            for v in store.versions():
                 self.index.upsert_version(event.run_id, v)
+            if event.resumed:  # rows a crash kept from the index (batches not yet committed)
+                self.index.sync_rollouts(event.run_id, store.rollout_lines(), store.rollouts)
         elif self.run_id is None:
             return
-        elif isinstance(event, RolloutDone) and not event.cached:
-            self.index.add_rollout(self.run_id, event.record)
         elif isinstance(event, VersionSaved):
             gate = event.gate.model_dump(mode="json") if event.gate else None
             self.index.upsert_version(self.run_id, event.version, gate)
@@ -56,3 +73,5 @@ class IndexWriter:
                 self.index.upsert_version(self.run_id, v)
             self.index.upsert_run(self.run_id, self.runs_dir / self.run_id, self.config, s.status,
                                   s.started_at, summary=s, data_hash=s.data_hash)
+            # every rollout was announced before this event: the index now answers for the run
+            self.index.mark_complete(self.run_id, self.runs_dir / self.run_id / "rollouts.jsonl")

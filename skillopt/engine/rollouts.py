@@ -1,4 +1,8 @@
-"""Rollout scheduling: async with bounded concurrency, cached by key, budgeted, persisted at once."""
+"""Rollout scheduling: async with bounded concurrency, cached by key, budgeted, persisted at once.
+
+The hot path keeps the event loop free: workspace preparation (git, copies) runs in worker threads,
+harnesses that never touch a folder get none, and every finished rollout is handed to the run's
+grouped writer (`store.writer`: many rollouts per write and per fsync, in its own thread)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.engine.settings import Settings
 from skillopt.harness.agent_common import pid_alive
-from skillopt.harness.base import Harness, Limits, Rollout
+from skillopt.harness.base import Harness, Limits, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
@@ -60,7 +64,8 @@ class Lanes:
 
 class RolloutRunner:
     """Runs (skill, task, trial) rollouts; each finished rollout is appended to rollouts.jsonl
-    before anything else happens, so an interrupted run never pays for it again."""
+    (through the run's grouped writer) before it counts as done, so an interrupted run never pays
+    for it again."""
 
     grace_s = 30.0  # past the rollout timeout, before a harness that did not return is given up
 
@@ -72,14 +77,19 @@ class RolloutRunner:
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
         self.settings = settings  # the settings that matter: they make the cache key
         self.summary_tokens = summary_tokens
-        self._sem = asyncio.Semaphore(max(1, concurrency))
+        self.concurrency = max(1, concurrency)
+        self._sem = asyncio.Semaphore(self.concurrency)
         self._lanes = Lanes(store.root / "work", os.getpid())
-        self._lanes.clear_dead()
+        # a harness that never reads its folder gets none (the benchmark scores with this unmade path)
+        self._folderless = isinstance(harness, PromptOnly) and harness.prompt_only
+        if not self._folderless:
+            self._lanes.clear_dead()
         # errored rollouts (infrastructure failures) are on disk as spent calls, never as results
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts() if not r.errored}
         self.cache_hits = 0
         self.executed = 0  # rollouts run by this process (cache hits excluded)
         self.last_error: str | None = None  # of the last errored rollout
+        self._inflight: dict[str, asyncio.Future] = {}  # key -> its record, while a rollout runs
 
     async def run_many(self, skill: Skill, version: int, tasks: Sequence[Task], split: str,
                        trials: int = 1, retries: int = 0, first_trial: int = 0) -> list[RolloutRecord]:
@@ -95,62 +105,79 @@ class RolloutRunner:
                 records[i] = r
         return records
 
-    async def _gather(self, jobs_: list[tuple[Task, int]], skill: Skill, version: int, split: str) -> list[RolloutRecord]:
-        jobs = [self.run_one(skill, version, t, split, k) for t, k in jobs_]
+    async def _gather(self, jobs: list[tuple[Task, int]], skill: Skill, version: int, split: str) -> list[RolloutRecord]:
+        """The jobs' records in order. At most `concurrency` rollouts run at once, from a fixed pool of
+        workers (not one coroutine per rollout: a 100,000-task split stays small)."""
+        sha = skill.sha  # once per call, not once per rollout
+        results: list[RolloutRecord | None] = [None] * len(jobs)
+        todo = iter(range(len(jobs)))
+
+        async def worker() -> None:
+            for i in todo:
+                task, trial = jobs[i]
+                results[i] = await self.run_one(skill, version, task, split, trial, sha)
+
         # In-flight rollouts finish and are saved even when the budget runs out meanwhile.
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        for r in results:
+        outcomes = await asyncio.gather(*[worker() for _ in range(min(self.concurrency, len(jobs)))],
+                                        return_exceptions=True)
+        for r in outcomes:
             if isinstance(r, BaseException):
                 raise r
-        return list(results)  # type: ignore[arg-type]
+        return results  # type: ignore[return-value]
 
-    async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int) -> RolloutRecord:
-        key = self.settings.rollout_key(skill.sha, task, trial)
+    async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int,
+                      skill_sha: str | None = None) -> RolloutRecord:
+        key = self.settings.rollout_key(skill_sha or skill.sha, task, trial)
         if key in self.cache:
             self.cache_hits += 1
             rec = self.cache[key]
             self.emit(RolloutDone(rec, cached=True))
             return rec
-        async with self._sem:
-            if key in self.cache:  # a twin job finished while this one waited
-                return self.cache[key]
-            self.meter.check()  # a safe point: nothing is in flight for this rollout yet
-            self.meter.count_rollout()
-            self.executed += 1
-            rec = await self._execute(skill, version, task, split, trial, key)
+        if key in self._inflight:  # a twin job (same key) is running: share its result
+            return await asyncio.shield(self._inflight[key])
+        done = self._inflight[key] = asyncio.get_running_loop().create_future()
+        try:
+            async with self._sem:
+                self.meter.check()  # a safe point: nothing is in flight for this rollout yet
+                self.meter.count_rollout()
+                self.executed += 1
+                rec, rollout = await self._execute(skill, version, task, split, trial, key)
+            # saved (grouped with other rollouts, off the event loop) before it counts as done
+            await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
+        except BaseException as e:
+            if isinstance(e, asyncio.CancelledError):
+                done.cancel()
+            else:
+                done.set_exception(e)
+                done.exception()  # retrieved: a twin may never await it
+            raise
+        finally:
+            del self._inflight[key]
         if not rec.errored:  # an infrastructure failure is retried when asked for again
             self.cache[key] = rec
         else:
             self.last_error = rec.error
-        self.store.append_rollout(rec)
+        done.set_result(rec)
         self.emit(RolloutDone(rec, cached=False))
         return rec
 
     async def _execute(self, skill: Skill, version: int, task: Task, split: str, trial: int,
-                       key: str) -> RolloutRecord:
-        skill_dir = getattr(self.harness, "skill_dir", None)
+                       key: str) -> tuple[RolloutRecord, Rollout]:
         target = self.target
         if self.capture is not None:  # route this rollout through its own recording-proxy URL
             target = await asyncio.to_thread(self.capture.target_for, self.target, key)
-        lane, reusable = self._lanes.take(), False
-        try:
-            with workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
-                           name=self._lanes.name(lane)) as ws:
-                rollout, reusable = await self._guarded_run(task, skill, ws, target)
-                if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded
-                    score = Score(hard=0.0, soft=0.0, feedback=f"not scored: {rollout.error}")
-                else:
-                    score = await self.benchmark.score(task, rollout.output, ws)
-        finally:
-            if reusable:
-                self._lanes.give(lane)
+        if self._folderless:
+            ws = self._lanes.work / "none"
+            rollout, _ = await self._guarded_run(task, skill, ws, target)
+            score = await self._score(task, rollout, ws)
+        else:
+            rollout, score = await self._in_lane(task, skill, target)
         if self.capture is not None:
             res = await self.capture.collect(key, task.id, reward=score.soft, version=version,
                                              resolved=score.hard >= 1, trial=trial, split=split,
                                              repo=str(task.metadata.get("repo") or self.benchmark.name))
             if res.note:
                 self.emit(Note(res.note))
-        trace_file = self.store.write_trace(task.id, key, rollout.trace, rollout.raw_log)
         rec = RolloutRecord(
             key=key, task_id=task.id, split=split, version=version, skill_sha=skill.sha,
             harness=self.harness.name, model=str(self.target), trial=trial,
@@ -158,9 +185,33 @@ class RolloutRunner:
             patch=rollout.output.patch, summary=summarize(rollout.trace, rollout.error, self.summary_tokens),
             input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
-            error_kind=rollout.error_kind, trace_file=trace_file,
+            error_kind=rollout.error_kind, trace_file=self.store.trace_path(task.id, key),
         )
-        return RolloutRecord.model_validate(redact(rec))  # a key echoed back reaches neither the optimizer nor a file
+        # a key echoed back reaches neither the optimizer nor a file
+        return RolloutRecord.model_validate(redact(rec)), rollout
+
+    async def _score(self, task: Task, rollout: Rollout, ws: Path) -> Score:
+        if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded
+            return Score(hard=0.0, soft=0.0, feedback=f"not scored: {rollout.error}")
+        return await self.benchmark.score(task, rollout.output, ws)
+
+    async def _in_lane(self, task: Task, skill: Skill, target: ModelSpec) -> tuple[Rollout, Score]:
+        """Run and score in a workspace lane; its preparation and cleanup (git, copies) in a thread."""
+        skill_dir = getattr(self.harness, "skill_dir", None)
+        lane, reusable = self._lanes.take(), False
+        try:
+            folder = workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
+                               name=self._lanes.name(lane))
+            ws = await asyncio.to_thread(folder.__enter__)
+            try:
+                rollout, reusable = await self._guarded_run(task, skill, ws, target)
+                score = await self._score(task, rollout, ws)
+            finally:
+                await asyncio.to_thread(folder.__exit__, None, None, None)
+        finally:
+            if reusable:
+                self._lanes.give(lane)
+        return rollout, score
 
     async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
         """The harness contract says it never raises for agent failure; enforce the timeout too.

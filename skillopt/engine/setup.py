@@ -60,6 +60,21 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     return Specs(target, optimizer)
 
 
+def size_local_models(specs: Specs, concurrency: int) -> None:
+    """A local model serves the run's rollouts in flight in parallel slots (llama.cpp decodes them in
+    one batch per step), plus one for the optimizer when it is the same model; sized before any call."""
+    wanted: dict[str, int] = {}
+    if specs.target.provider == "local":
+        wanted[specs.target.model] = concurrency
+    if specs.optimizer is not None and specs.optimizer.provider == "local":
+        wanted[specs.optimizer.model] = wanted.get(specs.optimizer.model, 0) + 1
+    if wanted:
+        from skillopt.models.local import reserve_slots  # lazy: only for local specs
+
+        for name, slots in wanted.items():
+            reserve_slots(name, slots)
+
+
 @contextmanager
 def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
     """The benchmark, checked before any rollout (e.g. a Docker engine for swebench) and released

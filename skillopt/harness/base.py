@@ -86,3 +86,12 @@ class SetsTemperature(Protocol):
     harness); agent harnesses cannot, so their rollouts are sampled."""
 
     sets_temperature: bool
+
+
+@runtime_checkable
+class PromptOnly(Protocol):
+    """Optional capability: a harness whose agent never reads or writes its workspace (the skill
+    and the task go into the prompt), when `prompt_only` is true. Its rollouts get no folder: none is
+    made, filled or emptied per rollout, and the benchmark scores the reply alone."""
+
+    prompt_only: bool

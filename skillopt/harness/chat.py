@@ -21,20 +21,30 @@ class ChatHarness:
     name = "chat"
     apis: frozenset[str] = frozenset()
     skill_dir: str | None = None  # the skill goes in the system prompt, not on disk
+    prompt_only = True  # no workspace folder (harness.base.PromptOnly)
     sets_temperature = True  # Limits.temperature and seed reach the model (deterministic rollouts)
 
     def __init__(self, ctx: HarnessContext):
         self.models = ctx.models
+        self._systems: dict[str, str] = {}  # skill sha -> its system prompt, rendered once
+
+    def system_prompt(self, skill: Skill) -> str:
+        if skill.sha not in self._systems:
+            if len(self._systems) >= 32:
+                self._systems.pop(next(iter(self._systems)))
+            self._systems[skill.sha] = render("chat_system.md.j2", skill=skill.strip_markers())  # as deployed
+        return self._systems[skill.sha]
 
     async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
-        system = render("chat_system.md.j2", skill=skill.strip_markers())  # as it will be deployed
+        system = self.system_prompt(skill)
         user = task.prompt if not task.context else f"{task.context}\n\n{task.prompt}"
         req = ChatRequest(
             messages=(Message(role="system", content=system), Message(role="user", content=user)),
             max_tokens=limits.max_tokens, temperature=limits.temperature, stop=limits.stop, seed=limits.seed,
         )
-        trace = [
-            MessageEvent(role="system", text=system),
+        trace = [  # the skill is stored once per version (skills/), not again in every rollout's trace
+            MessageEvent(role="system", text=f"(system prompt: skill {skill.name} sha {skill.short_sha}, "
+                                             f"{len(system)} characters; the document is in the run's skills/)"),
             SkillUsedEvent(name=skill.name, how="system prompt"),
             MessageEvent(role="user", text=user),
         ]

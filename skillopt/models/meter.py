@@ -88,13 +88,17 @@ class Meter:
 
     def exceeded(self) -> str | None:
         """The reason the budget is spent, or None."""
-        s, b = self.snapshot(), self.budget
-        if b.max_cost_usd is not None and s.known_cost_usd >= b.max_cost_usd:
-            return f"cost budget reached: ${s.known_cost_usd:.4f} >= ${b.max_cost_usd:.4f}"
-        if b.max_tokens is not None and s.tokens >= b.max_tokens:
-            return f"token budget reached: {s.tokens} >= {b.max_tokens}"
-        if b.max_rollouts is not None and s.rollouts >= b.max_rollouts:
-            return f"rollout budget reached: {s.rollouts} >= {b.max_rollouts}"
+        b = self.budget
+        if b.max_cost_usd is None and b.max_tokens is None and b.max_rollouts is None:
+            return None
+        with self._lock:  # read in place: a deep copy per rollout was a measurable cost
+            s = self._snap
+            if b.max_cost_usd is not None and s.known_cost_usd >= b.max_cost_usd:
+                return f"cost budget reached: ${s.known_cost_usd:.4f} >= ${b.max_cost_usd:.4f}"
+            if b.max_tokens is not None and s.tokens >= b.max_tokens:
+                return f"token budget reached: {s.tokens} >= {b.max_tokens}"
+            if b.max_rollouts is not None and s.rollouts >= b.max_rollouts:
+                return f"rollout budget reached: {s.rollouts} >= {b.max_rollouts}"
         return None
 
     def check(self) -> None:

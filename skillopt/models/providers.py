@@ -10,6 +10,7 @@ import time
 from typing import Any, Protocol
 
 from skillopt.errors import BadInput, ModelCallError
+from skillopt.models.http import HttpTransientError, JsonPoster
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, ChatResponse, ProviderEnv
 
@@ -42,46 +43,55 @@ def _short(err: Exception) -> str:
     return str(err).splitlines()[0][:300] if str(err) else type(err).__name__
 
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
 class OpenAIProvider:
-    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers."""
+    """OpenAI chat completions: openai, azure, vllm, openai-compatible and local servers.
+
+    Azure goes through the `openai` SDK (its credential flow); every other server through the lean
+    client of `models.http` (the SDK's own cost per call is larger than skillopt's whole budget)."""
 
     def __init__(self, env: ProviderEnv, timeout_s: float, base_url_for: Any = None):
         self.env = env
         self.timeout_s = timeout_s
         self._base_url_for = base_url_for  # callable(spec) -> base url, for local servers
         self._clients: dict[str, Any] = {}
+        self._http = JsonPoster(timeout_s)
+        self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # spec -> (chat url, headers)
+
+    def _endpoint(self, spec: ModelSpec) -> tuple[str, dict[str, str]]:
+        key = str(spec)
+        if key not in self._bases or spec.provider == "local":  # a local server may have restarted
+            base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
+            if spec.provider == "openai" and not base:
+                base = self.env.openai_base_url or OPENAI_BASE_URL
+            api_key = {"openai": self.env.openai_api_key, "vllm": self.env.vllm_api_key}.get(spec.provider)
+            url, basic = _split_credentials((base or "").rstrip("/") + "/chat/completions")
+            # credentials in the URL win over the key, as with the SDK's client (HTTP Basic auth)
+            headers = {"Authorization": basic or f"Bearer {api_key or 'not-needed'}"}
+            if len(self._bases) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
+                self._bases.pop(next(iter(self._bases)))
+            self._bases[key] = (url, headers)
+        return self._bases[key]
 
     def _client(self, spec: ModelSpec):
+        """The SDK client, for Azure only."""
         import openai
 
-        base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
-        key = f"{spec.provider}|{base}"
-        if key in self._clients:
-            return self._clients[key]
-        if spec.provider == "azure":
-            client = openai.AsyncAzureOpenAI(
-                azure_endpoint=base or self.env.azure_openai_endpoint or "",
+        base = spec.base_url or self.env.azure_openai_endpoint or ""
+        if base not in self._clients:
+            self._clients[base] = openai.AsyncAzureOpenAI(
+                azure_endpoint=base,
                 api_key=self.env.azure_openai_api_key or None,
                 azure_ad_token_provider=None if self.env.azure_openai_api_key else _azure_token_provider(),
                 api_version=self.env.azure_openai_api_version,
                 max_retries=0, timeout=self.timeout_s,
             )
-        else:
-            api_key = {
-                "openai": self.env.openai_api_key,
-                "vllm": self.env.vllm_api_key,
-            }.get(spec.provider) or "not-needed"
-            if spec.provider == "openai" and not base:
-                base = self.env.openai_base_url
-            client = openai.AsyncOpenAI(base_url=base, api_key=api_key, max_retries=0, timeout=self.timeout_s)
-        if len(self._clients) >= 64:  # per-rollout proxy URLs (token capture): keep the newest
-            self._clients.pop(next(iter(self._clients)))
-        self._clients[key] = client
-        return client
+        return self._clients[base]
+
 
     async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse:
-        import openai
-
         kwargs: dict[str, Any] = {
             "model": spec.model,
             "messages": [{"role": m.role, "content": m.content} for m in req.messages],
@@ -102,6 +112,10 @@ class OpenAIProvider:
                 "json_schema": {"name": req.schema_name, "schema": req.json_schema},
             }
         t0 = time.monotonic()
+        if spec.provider != "azure":
+            return await self._complete_http(spec, kwargs, t0)
+        import openai  # Azure only: its import alone takes ~0.5 s
+
         try:
             r = await self._client(spec).chat.completions.create(**kwargs)
         except openai.APIStatusError as e:
@@ -128,6 +142,42 @@ class OpenAIProvider:
         except (AttributeError, TypeError, IndexError, ValueError) as e:
             raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e
 
+    async def _complete_http(self, spec: ModelSpec, body: dict[str, Any], t0: float) -> ChatResponse:
+        url, headers = self._endpoint(spec)
+        try:
+            r = await self._http.post(url, body, headers, str(spec))
+        except HttpTransientError as e:
+            raise TransientError(str(e), e.retry_after) from e
+        try:
+            choices = r.get("choices") or []
+            choice = choices[0] if choices else {}
+            usage = r.get("usage") or {}
+            extra = {"prompt_token_ids": r["prompt_token_ids"]} if r.get("prompt_token_ids") is not None else {}
+            return ChatResponse(
+                text=(choice.get("message") or {}).get("content") or "",
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                latency_s=time.monotonic() - t0,
+                finish_reason=choice.get("finish_reason"),
+                extra=extra,
+            )
+        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as e:  # a 200 whose body is not a reply
+            raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """`http://user:pass@host/...` -> (`http://host/...`, its HTTP Basic `Authorization` value)."""
+    from base64 import b64encode
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return urlunsplit(parts._replace(netloc=netloc)), "Basic " + b64encode(pair.encode()).decode()
+
 
 def _azure_token_provider():
     try:
@@ -150,13 +200,13 @@ class AnthropicProvider:
     def _client(self, spec: ModelSpec):
         import anthropic
 
-        base = spec.base_url or self.env.anthropic_base_url
-        if base not in self._clients:
-            self._clients[base or ""] = anthropic.AsyncAnthropic(
-                api_key=self.env.anthropic_api_key or "not-needed", base_url=base,
+        base = spec.base_url or self.env.anthropic_base_url or ""
+        if base not in self._clients:  # one client per server, reused (also when no base URL is set)
+            self._clients[base] = anthropic.AsyncAnthropic(
+                api_key=self.env.anthropic_api_key or "not-needed", base_url=base or None,
                 max_retries=0, timeout=self.timeout_s,
             )
-        return self._clients[base or ""]
+        return self._clients[base]
 
     async def complete(self, spec: ModelSpec, req: ChatRequest) -> ChatResponse:
         import anthropic

@@ -24,6 +24,7 @@ from skillopt.store.records import (
     SkillVersion,
     SplitScore,
 )
+from skillopt.store.index import RunIndex
 from skillopt.store.run import RunStore
 
 SPLITS = ("train", "val", "test")
@@ -64,7 +65,26 @@ class RunView:
 
     @cached_property
     def rollouts(self) -> list[RolloutRecord]:
-        return self.store.rollouts()
+        """Every rollout of the run: from the SQLite index when it holds all of them (the indexed
+        fields only: no output, feedback or summary), else parsed from rollouts.jsonl."""
+        index = self._index(self.run_id, self.store)
+        return index.rollout_rows([self.run_id]) if index is not None else self.store.rollouts()
+
+    def usage_of_first(self, n: int) -> tuple[int, float]:
+        """Target tokens and known cost of the run's first `n` rollouts."""
+        index = self._index(self.run_id, self.store)
+        if index is not None:
+            return index.usage_of_first(self.run_id, n)
+        done = self.rollouts[:n]
+        return sum(r.input_tokens + r.output_tokens for r in done), sum(r.cost_usd or 0.0 for r in done)
+
+    def _index(self, run_id: str, store: RunStore) -> RunIndex | None:
+        """The index, when it answers for `run_id` (it holds exactly what rollouts.jsonl holds)."""
+        if "index" not in self._memo:
+            db = self.runs_dir / "skillopt.db"
+            self._memo["index"] = RunIndex(db) if db.exists() else None
+        index = self._memo["index"]
+        return index if index is not None and index.answers_for(run_id, store.root / "rollouts.jsonl") else None
 
     @cached_property
     def metrics(self) -> list[dict[str, Any]]:
@@ -125,27 +145,35 @@ class RunView:
 
         `split=None` or `"all"` gives every split. Duplicates of one (task, trial) keep the first.
         """
+        memo = ("records", sha, split)
+        if memo in self._memo:
+            return self._memo[memo]
         seen: set[tuple[str, int, str]] = set()
         out = []
-        for r in self._pool():
+        for r in self._pool(sha, split):
             if r.skill_sha != sha or (split not in (None, "all") and r.split != split):
                 continue
             k = (r.task_id, r.trial, r.split if split not in (None, "all") else "")
             if k not in seen:
                 seen.add(k)
                 out.append(r)
+        self._memo[memo] = out
         return out
 
-    def _pool(self) -> list[RolloutRecord]:
-        """This run's rollouts, plus for an evaluation run those it reused from its source run."""
+    def _pool(self, sha: str | None = None, split: str | None = None) -> list[RolloutRecord]:
+        """This run's rollouts, plus for an evaluation run those it reused from its source run; only
+        those of `sha` on `split` when the index answers (it selects them), else all of them."""
+        stores = [self.store]
+        source = self.config.get("skill") if self.mode == "eval" else None
+        if isinstance(source, str) and not source.lower().endswith(".md"):
+            run_id = source.partition(":")[0]
+            if (self.runs_dir / run_id / "config.yaml").exists() and run_id != self.run_id:
+                stores.append(RunStore(self.runs_dir / run_id))
+        indexes = [self._index(s.run_id, s) for s in stores]
+        if all(ix is not None for ix in indexes):
+            return indexes[0].rollout_rows([s.run_id for s in stores], sha, split)  # type: ignore[union-attr]
         if "pool" not in self._memo:
-            pool = list(self.rollouts)
-            source = self.config.get("skill") if self.mode == "eval" else None
-            if isinstance(source, str) and not source.lower().endswith(".md"):
-                run_id = source.partition(":")[0]
-                if (self.runs_dir / run_id / "config.yaml").exists() and run_id != self.run_id:
-                    pool += RunStore(self.runs_dir / run_id).rollouts()
-            self._memo["pool"] = pool
+            self._memo["pool"] = [r for s in stores for r in (self.rollouts if s is self.store else s.rollouts())]
         return self._memo["pool"]
 
     def split_score(self, version: int, split: str) -> SplitScore | None:

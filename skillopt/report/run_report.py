@@ -179,21 +179,19 @@ def _tried(view: RunView) -> list[CandidateRow]:
 
 def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
     by_step = {int(c.x): c for c in cands if c.kind == "step"}
-    rollouts = view.rollouts
     rows = []
     for m in view.metrics:
         if "step" not in m:
             continue
         n = int(m["step"])
-        done = rollouts[: int(m.get("rollouts", 0) or 0)]
+        tokens, cost = view.usage_of_first(int(m.get("rollouts", 0) or 0))
         c = by_step.get(n)
         rows.append(StepRow(
             step=n, epoch=int(m.get("epoch", 0)) + 1, decision=m.get("decision"), candidate=c.label if c else None,
             candidate_score=c.score if c else None, incumbent_val=m.get("val"), proposed=int(m.get("proposed", 0)),
             selected=int(m.get("selected", 0)), applied=int(m.get("applied", 0) or 0), tokens=int(m.get("tokens", 0)),
             cost_usd=float(m.get("cost_usd", 0.0) or 0.0),
-            target_tokens=sum(r.input_tokens + r.output_tokens for r in done),
-            target_cost_usd=sum(r.cost_usd or 0.0 for r in done)))
+            target_tokens=tokens, target_cost_usd=cost))
     return rows
 
 

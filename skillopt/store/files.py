@@ -1,9 +1,11 @@
 """Crash-safe file writes. Every file under a run goes through these.
 
 Whole files are written atomically (temp file in the same folder, fsync, rename). Append-only
-logs (`*.jsonl`) append one complete line per record and fsync; a torn last line (power loss
-mid-write) is ignored on read, so a log never holds a half record. Everything written passes
-through `store.redact.redact` first: no secret reaches the disk.
+logs (`*.jsonl`) append complete lines and fsync; a torn last line (power loss mid-write) is
+ignored on read, so a log never holds a half record. The rollout hot path groups many records per
+write and per fsync (`store.writer`), and writes trace files atomically but unsynced
+(`write_new_text`): see `store.writer` for what a crash or a power loss keeps. Everything written
+passes through `store.redact.redact` first: no secret reaches the disk.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from skillopt.errors import BadInput
 from skillopt.store.redact import redact
+
+M = TypeVar("M", bound=BaseModel)
 
 _append_lock = threading.Lock()
 
@@ -62,6 +66,44 @@ def append_jsonl(path: Path, record: BaseModel | dict) -> None:
             os.fsync(f.fileno())
 
 
+def append_lines(path: Path, lines: list[str], sync: bool = True) -> None:
+    """Append many complete records (JSON lines) with one `write`, and at most one `fsync`."""
+    data = "".join(redact(line) + "\n" for line in lines).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _append_lock:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if _ends_without_newline(path):
+                data = b"\n" + data  # seal a torn line so the next record stays parseable
+            _write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_new_text(path: Path, text: str) -> None:
+    """Write a whole file atomically (temp name, rename) but without `fsync`: for files that a later,
+    synced record points at (a rollout's trace). A crash never leaves a half file under `path`."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, redact(text).encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _ends_without_newline(path: Path) -> bool:
     size = path.stat().st_size
     if size == 0:
@@ -84,6 +126,31 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+def read_records(path: Path, model: type[M]) -> Iterator[M]:
+    """The complete records of an append-only log as `model`s (parsed by pydantic from the JSON text,
+    the fast path for big logs), skipping torn or foreign lines."""
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    yield model.model_validate_json(line)
+                except ValidationError:
+                    continue
+
+
+def count_lines(path: Path) -> int:
+    """Complete lines of a log, counted in blocks without parsing (0 when it does not exist)."""
+    if not path.exists():
+        return 0
+    n = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            n += block.count(b"\n")
+    return n
 
 
 def read_user_text(path: Path, what: str) -> str:

@@ -1,4 +1,10 @@
-"""`runs/skillopt.db`: a SQLite index across runs. The schema evolves by append-only migrations."""
+"""`runs/skillopt.db`: a SQLite index across runs. The schema evolves by append-only migrations.
+
+WAL journal with `synchronous=NORMAL`: a commit appends to the WAL without an fsync (the WAL is
+synced at checkpoints), readers never block the writer, and rollouts arrive in batches (one
+transaction for many rows, `add_rollouts`). The index is derived data: after a power loss it may
+miss the last rows, and the next run or eval of that run directory fills them in again from
+rollouts.jsonl (`sync_rollouts`)."""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
@@ -39,10 +46,44 @@ def _m002_data_hash(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN data_hash TEXT")
 
 
+def _m003_rollouts_bytes(db: sqlite3.Connection) -> None:
+    # the size of rollouts.jsonl when the index last held every line of it: equal sizes mean the
+    # index answers for the run's rollouts, and readers need not parse the file
+    db.execute("ALTER TABLE runs ADD COLUMN rollouts_bytes INTEGER")
+    db.execute("CREATE INDEX rollouts_by_run_sha ON rollouts (run_id, skill_sha, split)")
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _m001_initial),
     ("002_data_hash", _m002_data_hash),
+    ("003_rollouts_bytes", _m003_rollouts_bytes),
 ]
+
+ROLLOUT_COLUMNS = ("key", "task_id", "split", "version", "skill_sha", "harness", "model", "trial", "hard", "soft",
+                   "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at")
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutRow:
+    """A rollout as the index holds it: what reports read (scores, usage), without its texts. Read
+    like a `RolloutRecord` by compare and the report (same field names)."""
+
+    key: str
+    task_id: str
+    split: str
+    version: int
+    skill_sha: str
+    harness: str
+    model: str
+    trial: int
+    hard: float
+    soft: float
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    duration_s: float
+    error: str | None
+    created_at: float
 
 
 class RunIndex:
@@ -52,6 +93,7 @@ class RunIndex:
         self._lock = threading.Lock()
         self.db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.migrate()
 
     def migrate(self) -> None:
@@ -93,13 +135,67 @@ class RunIndex:
             )
 
     def add_rollout(self, run_id: str, r: RolloutRecord) -> None:
+        self.add_rollouts(run_id, [r])
+
+    def add_rollouts(self, run_id: str, records: list[RolloutRecord], replace: bool = True) -> None:
+        """Many rollouts in one transaction. `replace=False` keeps rows already there."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock, self.db:
-            self.db.execute(
-                "INSERT OR REPLACE INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, redact(r.model), r.trial,
-                 r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s,
-                 redact(r.error) if r.error else None, r.created_at),
+            self.db.executemany(
+                f"{verb} INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, redact(r.model), r.trial,
+                  r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s,
+                  redact(r.error) if r.error else None, r.created_at) for r in records],
             )
+
+    def mark_complete(self, run_id: str, rollouts_file: Path) -> None:
+        """Record that the index holds every line of `rollouts_file` (call when no write is pending)."""
+        size = rollouts_file.stat().st_size if rollouts_file.exists() else 0
+        with self._lock, self.db:
+            self.db.execute("UPDATE runs SET rollouts_bytes=? WHERE run_id=?", (size, run_id))
+
+    def answers_for(self, run_id: str, rollouts_file: Path) -> bool:
+        """Whether the index holds exactly what `rollouts_file` holds (so nobody need parse it)."""
+        row = self.db.execute("SELECT rollouts_bytes FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        size = rollouts_file.stat().st_size if rollouts_file.exists() else 0
+        return row is not None and row[0] is not None and row[0] == size
+
+    def rollout_rows(self, run_ids: list[str], sha: str | None = None, split: str | None = None) -> list[RolloutRow]:
+        """Rollouts of runs from the index, in the order they were added: the indexed fields only
+        (no output, feedback, summary or trace file)."""
+        where, args = [f"run_id IN ({','.join('?' * len(run_ids))})"], list(run_ids)
+        if sha is not None:
+            where.append("skill_sha=?")
+            args.append(sha)
+        if split not in (None, "all"):
+            where.append("split=?")
+            args.append(split)
+        query = f"SELECT {', '.join(ROLLOUT_COLUMNS)} FROM rollouts WHERE {' AND '.join(where)} ORDER BY rowid"
+        return [RolloutRow(*row) for row in self.db.execute(query, args)]
+
+    def usage_of_first(self, run_id: str, n: int) -> tuple[int, float]:
+        """Tokens and known cost of the first `n` rollouts of a run, in the order they were added."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(input_tokens + output_tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM "
+            "(SELECT input_tokens, output_tokens, cost_usd FROM rollouts WHERE run_id=? ORDER BY rowid LIMIT ?)",
+            (run_id, n)).fetchone()
+        return int(row[0]), float(row[1])
+
+    def rollout_count(self, run_id: str) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=?", (run_id,)).fetchone()[0]
+
+    def sync_rollouts(self, run_id: str, on_disk: int, load: Callable[[], list[RolloutRecord]]) -> int:
+        """Add the rows the index lacks (after a crash) when the run holds `on_disk` records and the
+        index fewer; `load` reads them. Returns how many were added."""
+        if self.rollout_count(run_id) >= on_disk:
+            return 0
+        have = {k for (k,) in self.db.execute("SELECT key FROM rollouts WHERE run_id=?", (run_id,))}
+        missing = [r for r in load() if r.key not in have]
+        self.add_rollouts(run_id, missing, replace=False)
+        return len(missing)
+
+    def version_counts(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT run_id, COUNT(*) FROM skill_versions GROUP BY run_id").fetchall())
 
     def runs(self) -> list[sqlite3.Row]:
         self.db.row_factory = sqlite3.Row

@@ -18,9 +18,13 @@ from pydantic import BaseModel
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
-from skillopt.store.files import append_jsonl, atomic_write_json, atomic_write_text, json_line, read_jsonl
+from skillopt.store.files import (
+    append_jsonl, atomic_write_json, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
+    write_new_text,
+)
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SkillVersion
 from skillopt.store.redact import redact
+from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
 from skillopt.traces.events import TraceEvent
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -55,9 +59,10 @@ def raw_log_file(trace_file: str) -> str:
 class RunStore:
     """Reads and writes one run directory. Versions are kept in memory and in skills/index.jsonl."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, durability: Durability = "group"):
         self.root = root.resolve()  # agents run in other folders: every path we hand out is absolute
         self._lock = threading.Lock()
+        self.writer = GroupedWriter(self.root, self.root / "rollouts.jsonl", durability)
         self._lock_fd: int | None = None
         self._versions: dict[int, SkillVersion] = {}
         self._load_versions()
@@ -174,13 +179,45 @@ class RunStore:
 
     # rollouts and traces -----------------------------------------------------------------------
     def rollouts(self) -> list[RolloutRecord]:
-        return [RolloutRecord.model_validate(r) for r in read_jsonl(self.root / "rollouts.jsonl")]
+        self.writer.flush()  # read our own writes
+        return list(read_records(self.root / "rollouts.jsonl", RolloutRecord))
+
+    def rollout_lines(self) -> int:
+        """How many records rollouts.jsonl holds (counted, not parsed)."""
+        self.writer.flush()
+        return count_lines(self.root / "rollouts.jsonl")
+
+    def rollout_write(self, rec: RolloutRecord, events: list[TraceEvent] | None = None,
+                      raw_log: str | None = None) -> RolloutWrite:
+        """What saving `rec` writes: its line, and its trace files when `events` are given (the
+        record's `trace_file` must then be `trace_path(...)`)."""
+        files: tuple[tuple[str, str], ...] = ()
+        if events is not None and rec.trace_file:
+            files = ((rec.trace_file, "".join(json_line(e) + "\n" for e in events)),)
+            if raw_log:
+                files += ((raw_log_file(rec.trace_file), raw_log),)
+        return RolloutWrite(line=json_line(rec), files=files)  # the writer redacts the texts again
+
+    async def save_rollout(self, rec: RolloutRecord, events: list[TraceEvent] | None = None,
+                           raw_log: str | None = None) -> None:
+        """Append a rollout (and write its trace) through the grouped writer; returns once written."""
+        await self.writer.save_async(self.rollout_write(rec, events, raw_log))
 
     def append_rollout(self, rec: RolloutRecord) -> None:
-        append_jsonl(self.root / "rollouts.jsonl", rec)
+        self.writer.save(self.rollout_write(rec)).result()
+
+    def append_rollouts(self, recs: list[RolloutRecord]) -> None:
+        """Many records, grouped (one write and one fsync per group of the writer)."""
+        for rec in recs:
+            self.writer.save(self.rollout_write(rec))
+        self.writer.flush()
+
+    @staticmethod
+    def trace_path(task_id: str, key: str) -> str:
+        return f"traces/{safe_name(task_id)}/{key[:16]}.jsonl"
 
     def write_trace(self, task_id: str, key: str, events: list[TraceEvent], raw_log: str | None) -> str:
-        rel = f"traces/{safe_name(task_id)}/{key[:16]}.jsonl"
+        rel = self.trace_path(task_id, key)
         lines = "".join(json_line(e) + "\n" for e in events)
         atomic_write_text(self.root / rel, lines)
         if raw_log:
@@ -190,8 +227,8 @@ class RunStore:
     def copy_trace(self, source: RunStore, trace_file: str) -> None:
         """A rollout's trace (and native log) from another run, under the same relative path."""
         for rel in (trace_file, raw_log_file(trace_file)):
-            if (source.root / rel).is_file():
-                atomic_write_text(self.root / rel, (source.root / rel).read_text(encoding="utf-8"))
+            if (source.root / rel).is_file():  # unsynced: the record that points at it is synced
+                write_new_text(self.root / rel, (source.root / rel).read_text(encoding="utf-8"))
 
     # steps, metrics, state, summary -------------------------------------------------------------
     def step_dir(self, step: int) -> Path:

@@ -49,10 +49,11 @@ import httpx
 from skillopt.errors import BadInput, MissingExtra, SkilloptError
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ProviderEnv
-from skillopt.store.files import append_jsonl
+from skillopt.store.files import append_lines, json_line
 from skillopt.store.redact import redact
 from skillopt.store.run import safe_name
 from skillopt.traces import export
+from skillopt.traces.dataset_append import append_dataset
 
 HOST = "127.0.0.1"
 KEY_VAR = "SKILLOPT_CAPTURE_API_KEY"  # the backend key reaches the child by environment, never a file
@@ -256,11 +257,11 @@ class TokenCapture:
     @staticmethod
     def _write(lock: threading.Lock, stream: Path, spans: list[dict], key: str, dataset: Path,
                rows: list[dict]) -> None:
-        with lock:
-            for span in spans:
-                append_jsonl(stream, {"rollout_key": key, **export.redact_span(span)})
+        with lock:  # one write and one fsync per rollout; its rows appended, never the dataset rewritten
+            if spans:
+                append_lines(stream, [json_line({"rollout_key": key, **export.redact_span(span)}) for span in spans])
             if rows:
-                export.upsert_dataset(dataset, [redact(r) for r in rows], key)  # no secret on disk
+                append_dataset(dataset, [redact(r) for r in rows], key)  # no secret on disk
 
     async def _spans(self, rollout_id: str, attempt_id: str) -> list[dict[str, Any]]:
         """The rollout's spans, once every model call the proxy answered has its trace in the store."""
