@@ -86,7 +86,7 @@ def test_cached_calls_are_not_paid():
 
 def test_config_layers_and_overrides():
     cfg = resolve_config(PRESETS["quick"], {"train": {"epochs": 3}}, parse_override("gate.metric=soft"))
-    assert cfg.train.epochs == 3 and cfg.gate.metric == "soft" and cfg.splits.train == 4
+    assert cfg.train.epochs == 3 and cfg.gate.metric == "soft" and cfg.splits.train == PRESETS["quick"]["splits"]["train"]
     with pytest.raises(BadInput, match="train.epochs"):
         resolve_config({"train": {"epochs": "many"}})
     with pytest.raises(BadInput, match="bad override"):
