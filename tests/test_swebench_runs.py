@@ -205,11 +205,14 @@ def test_agent_on_the_host_drives_the_container_shell(tmp_path):
     skill = tmp_path / "SKILL.md"
     skill.write_text("---\nname: fixer\ndescription: Fix bugs.\n---\n# Fixer\nFix it.\n")
     with FakeModelServer(script) as srv:
-        r = run_cli(["eval", "--skill", str(skill), "--benchmark", "swebench", "--split", "all", "--harness",
-                     "claude-code", "--target_model", f"anthropic:fake-agent@{srv.base_url}",
-                     "--set", f"benchmark_options.dataset={DATASET}", "--set", f"benchmark_options.instance_ids={IDS[0]}",
-                     "--set", "benchmark_options.agent_in_container=false", "--set", "harness_options.mode=cli"],
-                    tmp_path, cli_env(tmp_path), timeout=600)
+        args = ["eval", "--skill", str(skill), "--benchmark", "swebench", "--split", "all", "--harness",
+                "claude-code", "--target_model", f"anthropic:fake-agent@{srv.base_url}",
+                "--set", f"benchmark_options.dataset={DATASET}", "--set", f"benchmark_options.instance_ids={IDS[0]}",
+                "--set", "benchmark_options.agent_in_container=false", "--set", "harness_options.mode=cli"]
+        refused = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+        # the agent would hold the Docker socket: not inside the sandbox, only knowingly without it
+        assert refused.returncode == 2 and "--no-sandbox" in refused.stderr and "Traceback" not in refused.stderr
+        r = run_cli([*args, "--no-sandbox"], tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "hard 1.000" in r.stdout, r.stdout
     run = next((tmp_path / "runs").glob("eval-*"))

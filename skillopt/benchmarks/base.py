@@ -103,3 +103,13 @@ class Benchmark(Protocol):
     def prepare(self, task: Task, ws: Path) -> None: ...
 
     async def score(self, task: Task, out: RolloutOutput, ws: Path) -> Score: ...
+
+
+@runtime_checkable
+class DrivesContainerFromHost(Protocol):
+    """A benchmark whose agent may work on the host and run its commands in the task's container
+    through the Docker socket (swebench with `agent_in_container=false`). The socket gives whoever
+    holds it the host, so skillopt's sandbox cannot be kept around such an agent."""
+
+    @property
+    def host_agent_uses_docker(self) -> bool: ...

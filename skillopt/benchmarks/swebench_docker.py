@@ -125,6 +125,7 @@ class SWEBenchDocker:
         self._docker = docker
         self.limits = limits or ContainerLimits()
         self.prefix, self.agent_in_container = prefix, agent_in_container
+        self.host_agent_uses_docker = not agent_in_container  # benchmarks.base.DrivesContainerFromHost
         self.mount_workspace, self.log_dir = mount_workspace, log_dir
         self._work: dict[str, Any] = {}  # workspace -> its work container (agent on the host)
         self._setup_errors: dict[str, str] = {}

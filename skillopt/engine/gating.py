@@ -171,7 +171,7 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
     """The candidate on `tasks` against the incumbent's records there (this step's train rollouts)."""
     before = runner.executed
     records = await runner.run_many(cand.skill, cand.version, tasks, "train", 1, first_trial=trial)
-    ids, a, b, errored = [], [], [], 0
+    ids, a, b, errored, changed = [], [], [], 0, 0
     for t, r in zip(tasks, records):
         base = incumbent.get(t.id)
         if base is None or base.errored or r.errored:
@@ -180,4 +180,10 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
         ids.append(t.id)
         a.append(getattr(base, metric))
         b.append(getattr(r, metric))
-    return ScreenResult(tasks=ids, incumbent=a, candidate=b, errored=errored, rollouts=runner.executed - before)
+        changed += _reply(base) != _reply(r)
+    return ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=changed, errored=errored,
+                        rollouts=runner.executed - before)
+
+
+def _reply(r: RolloutRecord) -> str:
+    return " ".join((r.patch if r.patch is not None else r.output).split())

@@ -148,7 +148,9 @@ class Trainer:
 
     async def gate_candidates(self, n: int, skill: Skill, candidates: list[Candidate]) -> GateDecision | None:
         ready = [c for c in candidates if c.status == "proposed"]
-        ready.sort(key=lambda c: (-(c.screen.gain if c.screen else 0.0), len(c.edits), c.id))
+        # those that scored more on their screen first (most first), then ties that changed the replies
+        ready.sort(key=lambda c: (-(c.screen.gain if c.screen else 0.0), -(c.screen.changed if c.screen else 0),
+                                  len(c.edits), c.id))
         decision = None
         for i, c in enumerate(ready):
             if i >= self.ctx.cfg.gate.per_step or (decision is not None and decision.accepted):

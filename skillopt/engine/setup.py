@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark
+from skillopt.benchmarks.base import Benchmark, DrivesContainerFromHost
 from skillopt.config import RunConfig
 from skillopt.engine.events import Emitter, Note
 from skillopt.engine.settings import Settings, deterministic_mode, effective_limits, settings_that_matter
@@ -145,6 +145,10 @@ def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_pa
     check_task_paths(benchmark.tasks("all"))  # type: ignore[arg-type]
     agent = harness_info(cfg.harness).agent
     needs_sandbox = agent or isinstance(benchmark, RunsUntrustedCode)
+    if agent and cfg.sandbox and isinstance(benchmark, DrivesContainerFromHost) and benchmark.host_agent_uses_docker:
+        raise BadInput("benchmark_options.agent_in_container=false has the agent drive the task's container through "
+                       "the Docker socket, which would hand it the host: the sandbox cannot allow that; keep the "
+                       "agent in the container (the default) or pass --no-sandbox to run it knowingly")
     sandbox = make_sandbox(cfg.sandbox) if needs_sandbox else NoSandbox()
     relay = Relay() if agent else None
     meter = Meter(Budget(**cfg.budget.model_dump()))

@@ -28,7 +28,11 @@ from skillopt.skill import Skill
 
 SECTION = "Worked example"
 # what the teacher is asked on top of the task: an example is only useful if it shows the work
-SHOW_WORK = "Show your work step by step, one calculation or reasoning step per line, before the final answer line."
+SHOW_WORK = ('Show your work first, one step per line, numbered "Step 1:", "Step 2:", ..., and only then give '
+             "the final answer the task asks for.")
+# the line that opens the example: a small model copies an example's shape only when told to
+FOLLOW = ('Reply the way this example does: the work first, one step per line ("Step 1: ...", "Step 2: ..."), '
+          "then the final answer. Never give the final answer alone.")
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200
 
@@ -37,7 +41,8 @@ def example_section(task: Task, reply: str) -> str:
     prompt = task.prompt.strip()
     if len(prompt) > MAX_TASK_CHARS:
         prompt = prompt[:MAX_TASK_CHARS].rstrip() + " ..."
-    return f"## {SECTION}\n\nTask:\n{prompt}\n\nA reply that solved it:\n\n{reply.strip()[:MAX_REPLY_CHARS]}\n"
+    return (f"## {SECTION}\n\n{FOLLOW}\n\nTask:\n{prompt}\n\nA reply that solved it:\n"
+            f"{reply.strip()[:MAX_REPLY_CHARS]}\n")
 
 
 def demonstration_edit(skill: Skill, task: Task, reply: str) -> Edit:
@@ -66,7 +71,7 @@ class DemonstrationProposer:
     name = "demonstration"
 
     def __init__(self, models: Models, teacher: ModelSpec | None, benchmark: Benchmark, harness: str,
-                 max_tokens: int | None = None, attempts: int = 2):
+                 max_tokens: int | None = None, attempts: int = 3):
         self.models, self.teacher, self.benchmark = models, teacher, benchmark
         self.harness, self.max_tokens, self.attempts = harness, max_tokens, attempts
         self.used: set[str] = set()  # task ids already made into an example
@@ -84,7 +89,7 @@ class DemonstrationProposer:
                           sources=failed[:4] or [r.task_id for r in state.scored][:4])]
 
     def _own_success(self, state: SearchState) -> tuple[Task, str, str] | None:
-        wins = [r for r in state.scored if not r.failed and not r.error and r.output.strip()
+        wins = [r for r in state.scored if not r.failed and not r.error and _shows_work(r)
                 and r.task_id in state.tasks and r.task_id not in self.used]
         if not wins:
             return None
@@ -122,6 +127,11 @@ class DemonstrationProposer:
         with tempfile.TemporaryDirectory(prefix="demo-") as ws:
             score = await self.benchmark.score(task, RolloutOutput(text=reply), Path(ws))
         return score.hard >= 1.0
+
+
+def _shows_work(r: ScoredRollout) -> bool:
+    """An example teaches the shape of a reply only if there is more to it than the answer."""
+    return sum(1 for ln in r.output.splitlines() if ln.strip()) >= 2
 
 
 def _worked(r: ScoredRollout) -> tuple[int, int]:

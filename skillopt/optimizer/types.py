@@ -103,11 +103,19 @@ class GateDecision(BaseModel):
 
 class ScreenResult(BaseModel):
     """The cheap check before validation: the candidate on the train tasks it was proposed from,
-    against the incumbent's results there (GEPA's minibatch acceptance test)."""
+    against the incumbent's results there (GEPA's minibatch acceptance test).
+
+    It passes when the candidate scores more there. A tie passes too when the candidate changed
+    what the agent replies on most of those tasks and lost none: with few tasks and a low score
+    (a small model that solves one task in ten), a real improvement often ties on a minibatch,
+    while an edit that changes nothing leaves the replies as they were. Ties are gated after the
+    candidates that scored more, and the gate's error control is the same for both.
+    """
 
     tasks: list[str]
     incumbent: list[float]
     candidate: list[float]
+    changed: int = 0  # tasks whose reply differs from the incumbent's
     errored: int = 0  # pairs left out: a rollout errored on either side
     rollouts: int = 0  # train rollouts this screen paid for
 
@@ -116,8 +124,17 @@ class ScreenResult(BaseModel):
         return sum(self.candidate) - sum(self.incumbent)
 
     @property
-    def passed(self) -> bool:
+    def losses(self) -> int:
+        return sum(b < a - 1e-9 for a, b in zip(self.incumbent, self.candidate))
+
+    @property
+    def improved(self) -> bool:
         return bool(self.candidate) and self.gain > 1e-9
+
+    @property
+    def passed(self) -> bool:
+        return self.improved or (bool(self.candidate) and abs(self.gain) <= 1e-9 and self.losses == 0
+                                 and self.changed * 2 > len(self.tasks))
 
 
 Origin = Literal["reflection", "demonstration", "merge", "ablation", "consolidation"]
