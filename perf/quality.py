@@ -28,24 +28,12 @@ sys.path.insert(0, str(REPO))
 
 from skillopt.stats import paired_difference_interval  # noqa: E402
 
-GEPA = "gepa[full]==0.1.4"
-PEERS = Path(os.environ.get("SKILLOPT_CACHE_DIR") or Path.home() / ".cache" / "skillopt") / "perf-peers"
-
-
 def gepa_python() -> Path:
-    """GEPA 0.1.4 in its own virtualenv under the cache (made once)."""
-    try:
-        from perf.peers import gepa_python as shared  # the performance suite's installer, when present
+    """GEPA 0.1.4 in its own virtualenv under the cache (perf/peer_envs.py, shared with perf/peers.py)."""
+    sys.path.insert(0, str(REPO / "perf"))
+    from peer_envs import peer_python
 
-        return shared()
-    except ImportError:
-        pass
-    venv = PEERS / "gepa-0.1.4" / "venv"
-    if not (venv.parent / "installed.ok").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", GEPA], check=True)
-        (venv.parent / "installed.ok").write_text(GEPA + "\n")
-    return venv / "bin" / "python"
+    return peer_python("gepa")
 
 
 def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
