@@ -110,11 +110,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Sized so a full run on a 2-core laptop with the embedded 0.5B model finishes in minutes.
     "quick": {
         "benchmark": "gsm8k",
-        "splits": {"seed": 0, "train": 8, "val": 24, "test": 60},
+        "splits": {"seed": 0, "train": 8, "val": 40, "test": 60},
         "train": {"epochs": 1, "batch_size": 8, "minibatch_size": 4, "concurrency": 4,
                   "learning_rate": {"initial": 2, "final": 1, "schedule": "constant"},
                   "skill_token_cap": 800, "include_successes": 1, "consolidate": False,
-                  "summary_tokens": 200, "max_reflections_per_step": 3},
+                  "summary_tokens": 200, "max_reflections_per_step": 2},
         "limits": {"max_tokens": 320, "timeout_s": 300},
         # a CPU serves the optimizer's calls one or two at a time: the wait for a slot counts too
         "models": {"optimizer_max_tokens": 768, "timeout_s": 900},
