@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import typer
+from pydantic import BaseModel
 from rich.table import Table
 
 from skillopt.cli.app import Globals, app, new_app, out
@@ -14,46 +17,69 @@ runs_app = new_app("List runs and show one run's skill versions and decisions.")
 app.add_typer(runs_app, name="runs")
 
 
-def _all_runs():
-    root = Globals.runs_dir
+def _all_runs(root: Path) -> list[Path]:
     return sorted((p.parent for p in root.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
 
 
-@runs_app.command("list", help="List runs under --runs-dir.\n\nExample: skillopt runs list")
-def list_() -> None:
-    table = Table()
-    for col in ("run", "status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best", "updated"):
-        table.add_column(col)
-    indexed = _indexed_runs()
-    for path in _all_runs():
-        if path.name in indexed:  # finished runs: one row of the index, no file of the run read
-            table.add_row(*indexed[path.name],
-                          time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)))
+class RunRow(BaseModel):
+    """One run as `runs list` shows it (and `--json` prints it)."""
+
+    run_id: str
+    path: str
+    mode: str  # train | eval
+    status: str
+    benchmark: str | None
+    harness: str | None
+    target_model: str | None
+    optimizer_model: str | None
+    versions: int
+    best: int | None
+    seed_val: float | None
+    best_val: float | None
+    best_test: float | None
+    updated: float
+
+
+def run_rows(root: Path) -> list[RunRow]:
+    """Every run under `root`, oldest first; finished runs from the index (no file of theirs read)."""
+    indexed = _indexed_runs(root)
+    rows = []
+    for path in _all_runs(root):
+        if path.name in indexed:
+            rows.append(indexed[path.name].model_copy(update={"path": str(path.resolve()),
+                                                               "updated": path.stat().st_mtime}))
             continue
         store = RunStore(path)
         cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
-        val = test = "-"
-        if summary:
-            sc = summary.scores
-            seed_val, best_val = (sc.get("seed") or {}).get("val"), (sc.get("best") or {}).get("val")
-            best_test = (sc.get("best") or {}).get("test")
-            val = f"{seed_val.hard:.3f} -> {best_val.hard:.3f}" if seed_val and best_val else "-"
-            test = f"{best_test.hard:.3f}" if best_test else "-"
-        status = cfg.get("mode", "train") + ":" + (state.status if state else "new")
-        table.add_row(path.name, status, str(cfg.get("benchmark")), str(cfg.get("harness")),
-                      str(cfg.get("target_model")), str(len(store.versions())), val, test,
-                      time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)))
-    out.print(table)
+        rows.append(_row(path.name, cfg, state.status if state else (summary.status if summary else "new"), summary,
+                         len(store.versions()), state.best if state else None,
+                         str(path.resolve()), path.stat().st_mtime))
+    return rows
 
 
-def _indexed_runs() -> dict[str, tuple[str, ...]]:
-    """The `runs list` cells of every run the index knows as finished (its summary is in the index)."""
-    import json
+def _row(run_id: str, cfg: dict, status: str, summary, versions: int, best: int | None, path: str,
+         updated: float) -> RunRow:
+    sc = summary.scores if summary else {}
 
+    def hard(role: str, split: str) -> float | None:
+        s = (sc.get(role) or {}).get(split)
+        return None if s is None else s.hard
+
+    if best is None and summary is not None:
+        best = summary.versions.get("best")
+    return RunRow(run_id=run_id, path=path, mode=str(cfg.get("mode", "train")), status=status,
+                  benchmark=cfg.get("benchmark"), harness=cfg.get("harness"), target_model=cfg.get("target_model"),
+                  optimizer_model=cfg.get("optimizer_model") or None, versions=versions, best=best,
+                  seed_val=hard("seed", "val"), best_val=hard("best", "val"), best_test=hard("best", "test"),
+                  updated=updated)
+
+
+def _indexed_runs(root: Path) -> dict[str, RunRow]:
+    """The rows of every run the index knows as finished (its summary is in the index)."""
     from skillopt.store.index import RunIndex
     from skillopt.store.records import RunSummary
 
-    db = Globals.runs_dir / "skillopt.db"
+    db = root / "skillopt.db"
     if not db.exists():
         return {}
     index = RunIndex(db)
@@ -64,17 +90,34 @@ def _indexed_runs() -> dict[str, tuple[str, ...]]:
             if r["status"] != "finished" or not r["summary_json"]:
                 continue
             cfg, s = json.loads(r["config_json"] or "{}"), RunSummary.model_validate_json(r["summary_json"])
-            sc = s.scores
-            seed_val, best_val = (sc.get("seed") or {}).get("val"), (sc.get("best") or {}).get("val")
-            best_test = (sc.get("best") or {}).get("test")
-            rows[r["run_id"]] = (
-                r["run_id"], f"{cfg.get('mode', 'train')}:finished", str(cfg.get("benchmark")), str(cfg.get("harness")),
-                str(cfg.get("target_model")), str(counts.get(r["run_id"], 0)),
-                f"{seed_val.hard:.3f} -> {best_val.hard:.3f}" if seed_val and best_val else "-",
-                f"{best_test.hard:.3f}" if best_test else "-")
+            rows[r["run_id"]] = _row(r["run_id"], cfg, "finished", s, counts.get(r["run_id"], 0), None, "", 0.0)
         return rows
     finally:
         index.close()
+
+
+@runs_app.command("list", help="""List runs under --runs-dir, oldest first, with their whole ids (every other
+command takes one).
+
+Example: skillopt runs list   |   skillopt runs list --json""")
+def list_(as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list.")) -> None:
+    rows = run_rows(Globals.runs_dir)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("run", no_wrap=True, min_width=max([len(r.run_id) for r in rows] + [3]))
+    for col in ("status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best", "updated"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        val = f"{r.seed_val:.3f} -> {r.best_val:.3f}" if r.seed_val is not None and r.best_val is not None else "-"
+        test = f"{r.best_test:.3f}" if r.best_test is not None else "-"
+        table.add_row(r.run_id, f"{r.mode}:{r.status}", str(r.benchmark), str(r.harness), str(r.target_model),
+                      str(r.versions), val, test, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated)))
+    if not rows:
+        out.print(f"no runs in {Globals.runs_dir}", markup=False)
+        return
+    out.print(table, width=max(out.width, max(len(r.run_id) for r in rows) + 110))  # ids whole, even when piped
 
 
 @runs_app.command("show", help="""Show a run's version tree (parent, origin, gate decision and its evidence,

@@ -137,6 +137,7 @@ class Trainer:
         if not self.ctx.cfg.train.screen:
             return
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
+        self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
         c.screen = await screen(self.ctx.runner, Side(c.version, self.ctx.store.skill(c.version)),  # type: ignore[arg-type]
                                 source, incumbent, self.ctx.cfg.gate.metric)
         if not c.screen.passed:
@@ -164,7 +165,7 @@ class Trainer:
         st, store = self.state, self.ctx.store
         cand_skill = store.skill(c.version)  # type: ignore[arg-type]
         st.decisions += 1
-        self.ctx.emit(PhaseStarted(f"gate v{c.version:03d}", self.settings.test.planned))
+        self.ctx.emit(PhaseStarted(f"gate v{c.version:03d}", 2 * self.settings.test.planned))  # two per pair
         decision = await sequential_gate(self.ctx.runner, Side(st.incumbent, inc_skill), Side(c.version, cand_skill),  # type: ignore[arg-type]
                                          self.val_order, self.settings, st.decisions)
         c.gate, c.status = decision, "accepted" if decision.accepted else "rejected"
@@ -190,7 +191,7 @@ class Trainer:
             return
         v = store.add_version(cand, parent=st.incumbent, origin=f"consolidate epoch {st.epoch + 1}")
         st.decisions += 1
-        self.ctx.emit(PhaseStarted(f"consolidation v{v.version:03d}", self.settings.test.planned))
+        self.ctx.emit(PhaseStarted(f"consolidation v{v.version:03d}", 2 * self.settings.test.planned))
         decision = await noninferiority_gate(self.ctx.runner, Side(st.incumbent, skill), Side(v.version, cand),
                                              self.val_order, self.settings, st.decisions,
                                              cfg.gate.noninferiority_margin)
