@@ -153,7 +153,9 @@ def show(
 
 def _score_text(node) -> str:
     parts = [f"{s} {sc.hard:.3f} (n={sc.n})" for s, sc in node.scores.items()]
-    return ", ".join(parts) if parts else (node.note or "no scores")
+    text = ", ".join(parts) if parts else (node.note or "no scores")
+    loaded = [f"{s} {tr.text()}" for s, tr in node.trigger.items()]
+    return text + (f"; skill loaded: {', '.join(loaded)}" if loaded else "")
 
 
 def _print_tree(tree) -> None:
@@ -166,7 +168,8 @@ def _print_tree(tree) -> None:
               f"{', data ' + tree.data_hash if tree.data_hash else ''}", markup=False)
     if tree.status != "finished":
         out.print(f"note: the run is {tree.status}; this is what it has so far", markup=False)
-    out.print("versions (hard score on val / test from rollouts; gate evidence under each candidate):", markup=False)
+    out.print("versions (hard score on val / test from rollouts, and for agent harnesses the share of rollouts whose "
+              "agent loaded the skill; gate evidence under each candidate):", markup=False)
     by_version = {n.version: n for n in tree.nodes}
 
     def walk(n, prefix: str, last: bool, top: bool) -> None:
@@ -180,7 +183,7 @@ def _print_tree(tree) -> None:
         if n.gate is not None:
             out.print(f"{detail}gate {gate_evidence(n.gate)}", markup=False, highlight=False)
         for e in n.edits:
-            where = f" at {e.anchor!r}" if e.anchor else ""
+            where = " of the description" if e.part == "description" else f" at {e.anchor!r}" if e.anchor else ""
             out.print(f"{detail}edit {e.op}{where} ({e.status}): {e.rationale or e.text[:80]}",
                       markup=False, highlight=False)
         for i, k in enumerate(kids):
@@ -199,7 +202,7 @@ def _print_version(view, node, diff: bool) -> None:
               markup=False)
     out.print(f"scores (hard, from rollouts): {_score_text(node)}", markup=False)
     for e in node.edits:
-        where = f" at {e.anchor!r}" if e.anchor else ""
+        where = " of the description" if e.part == "description" else f" at {e.anchor!r}" if e.anchor else ""
         out.print(f"edit {e.op}{where} ({e.status}: {e.detail}); rationale: {e.rationale or '-'}; "
                   f"evidence: {', '.join(e.evidence) or '-'}", markup=False)
     g = node.gate

@@ -73,7 +73,7 @@ class Trainer:
             test=SignTest(planned=len(self.val_order) * g.trials, alpha=g.alpha, interim_alpha=g.interim_alpha,
                           min_effect=g.min_effect, futility=g.futility),
             metric=g.metric, trials=g.trials, deterministic=ctx.deterministic, concurrency=cfg.train.concurrency,
-            early_stop=g.early_stop)
+            early_stop=g.early_stop, trigger_weight=g.trigger_weight)
         if state.rejected_buffer and not state.ledger.rejected:  # a run from before the ledger
             from skillopt.edits import Edit
 
@@ -139,7 +139,8 @@ class Trainer:
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
         self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
         c.screen = await screen(self.ctx.runner, Side(c.version, self.ctx.store.skill(c.version)),  # type: ignore[arg-type]
-                                source, incumbent, self.ctx.cfg.gate.metric)
+                                source, incumbent, self.ctx.cfg.gate.metric,
+                                trigger_weight=self.ctx.cfg.gate.trigger_weight)
         if not c.screen.passed:
             c.status = "screened-out"
             c.note = f"screen: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
@@ -216,7 +217,7 @@ class Trainer:
     def scored(self, r: RolloutRecord, task: Task) -> ScoredRollout:
         return ScoredRollout(task_id=r.task_id, prompt=task.prompt[:1500], reference=task.reference,
                              output=r.output[-1500:], hard=r.hard, soft=r.soft, feedback=r.feedback,
-                             summary=r.summary, error=r.error)
+                             summary=r.summary, error=r.error, skill_used=r.skill_used)
 
     async def evaluate(self, version: int, split: str, label: str) -> SplitScore:
         return split_score(await self.evaluate_records(version, split, label))

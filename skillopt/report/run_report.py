@@ -95,6 +95,12 @@ class CandidateRow(BaseModel):
 
 class RunReport(BaseModel):
     lineage: Lineage
+
+    @property
+    def has_trigger(self) -> bool:
+        """Whether any version has a trigger rate (agent harnesses)."""
+        return any(n.trigger for n in self.lineage.nodes)
+
     tried: list[CandidateRow] = Field(default_factory=list)
     metric: str
     baseline_val: float | None

@@ -3,7 +3,7 @@
 For Claude Code and Codex the skill's `description` decides whether the agent loads it (the Skill
 tool, or reading its SKILL.md); the harnesses record a `skill_used` trace event when it does. Each
 rollout record keeps the outcome (`RolloutRecord.skill_used`: True / False; None where the skill is
-always in the prompt, the chat harness, or for rollouts recorded before this was kept), and the
+always in the prompt, the chat harness, for an errored rollout, or one recorded before this was kept), and the
 trigger rate of a skill version is the share of its scored rollouts that loaded it.
 """
 
@@ -40,6 +40,7 @@ def skill_loaded(trace: Sequence[Any]) -> bool | None:
 
 
 def trigger_rate(records: Iterable[Any]) -> TriggerRate | None:
-    """Over the scored rollouts that recorded it; None when none did (chat harness, old runs)."""
-    known = [r.skill_used for r in records if getattr(r, "skill_used", None) is not None and not r.errored]
+    """Over the rollouts that recorded it (never an errored one: its agent did not run); None when
+    none did (chat harness, old runs). `records`: `RolloutRecord`s or the index's `RolloutRow`s."""
+    known = [bool(r.skill_used) for r in records if r.skill_used is not None]
     return TriggerRate(loaded=sum(known), n=len(known)) if known else None
