@@ -122,8 +122,7 @@ def python_benchmark(benchmark: str | Benchmark | None, tasks: Sequence[Task | M
     from skillopt.benchmarks.custom import PythonBenchmark
 
     if tasks is not None:
-        name = benchmark if isinstance(benchmark, str) else "python-tasks"
-        return PythonBenchmark(name, list(tasks), scorer, cfg.splits)
+        return PythonBenchmark(cfg.benchmark, list(tasks), scorer, cfg.splits)
     if benchmark is not None and not isinstance(benchmark, str):
         if scorer is not None:
             raise BadInput("give the scorer to your benchmark object itself, or pass tasks= and scorer=")
@@ -143,8 +142,10 @@ def _inputs(benchmark, tasks, scorer, skill, config, preset, set_, env, settings
     flags = dict(settings)
     if isinstance(benchmark, str):
         flags["benchmark"] = benchmark
-    elif benchmark is not None or tasks is not None:
-        flags["benchmark"] = getattr(benchmark, "name", None) or "python-tasks"
+    elif benchmark is not None:
+        flags["benchmark"] = benchmark.name
+    elif tasks is not None:  # tasks without a name: the run's own (evaluate, compare), else a generic one
+        flags["benchmark"] = next((b["benchmark"] for b in base if b.get("benchmark")), "python-tasks")
     if seed_path:
         flags["skill"] = seed_path
     cfg = build_config(base=base, preset=preset, files=_config_file(config), overrides=_overrides(set_),
