@@ -174,7 +174,12 @@ def resolve_config(*layers: dict[str, Any], source: str = "configuration") -> Ru
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
         if err["type"] == "extra_forbidden":
-            raise BadInput(f"unknown setting {where} in {source}{_suggest(err['loc'])}") from None
+            loc = tuple(err["loc"])
+            value = err.get("input")
+            while isinstance(value, dict) and len(value) == 1:  # `gaet.alpha=3`: the whole path the user wrote
+                key, value = next(iter(value.items()))
+                loc += (key,)
+            raise BadInput(f"unknown setting {'.'.join(map(str, loc))} in {source}{_suggest(loc)}") from None
         raise BadInput(f"bad setting {where} in {source}: {err['msg']}") from None
 
 
@@ -200,7 +205,8 @@ def _suggest(loc: tuple) -> str:
     near = difflib.get_close_matches(dotted, names, n=1, cutoff=0.6)
     if not near:  # a misspelt leaf: compare within its section
         section = ".".join(str(x) for x in loc[:-1])
-        leaves = [n for n in names if n.rsplit(".", 1)[0] == section] if section else [n for n in names if "." not in n]
+        leaves = ([n for n in names if n.rsplit(".", 1)[0] == section] if section
+                  else list(dict.fromkeys(n.split(".")[0] for n in names)))
         near = difflib.get_close_matches(dotted, leaves, n=1, cutoff=0.4)
         if not near:
             return f": valid names are {', '.join(leaves[:30])}" if leaves else ""

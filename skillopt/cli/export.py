@@ -28,7 +28,7 @@ Example: skillopt export RUN --format claude-skill --out .claude/skills""")
 def export(
     ref: str = typer.Argument(..., help="RUN (its best version), RUN:vN, RUN:best or a SKILL.md path."),
     fmt: str = typer.Option(..., "--format", "-f", help=" | ".join(FORMATS)),
-    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write into."),
+    out_dir: Path = typer.Option(..., "-o", "--output", "--out", help="Folder to write into."),
     name: str = typer.Option(None, "--name", help="Skill name to export under (default: the skill's own)."),
     description: str = typer.Option(None, "--description", help="Replace the skill's description."),
     plugin_name: str = typer.Option(None, "--plugin-name", help="Plugin name (plugin format; default: the skill name)."),
