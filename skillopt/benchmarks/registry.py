@@ -68,7 +68,8 @@ def _load_plugins() -> None:
             warnings.warn(f"benchmark plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=2)
             continue
         if ep.name not in _REGISTRY and callable(loaded) and not inspect.ismodule(loaded):
-            _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, ep.value)
+            origin = f"plugin {ep.dist.name}" if ep.dist is not None else f"plugin {ep.value}"
+            _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, origin)
 
 
 def _builtins() -> None:

@@ -17,13 +17,17 @@ app.add_typer(bench_app, name="benchmarks")
 def list_() -> None:
     from skillopt.benchmarks import list_benchmarks
 
+    from skillopt.benchmarks.custom import list_scorers
+    from skillopt.harness.registry import list_harnesses
+
     table = Table()
-    table.add_column("name")
-    table.add_column("tasks")
-    table.add_column("description")
+    for col in ("name", "tasks", "from", "description"):
+        table.add_column(col)
     for info in list_benchmarks():
-        table.add_row(info.name, str(getattr(info, "size", None) or "-"), info.description)
+        table.add_row(info.name, str(info.size or "-"), info.origin, info.description)
     out.print(table)
+    out.print(f"scorers (benchmark_options.scorer): {', '.join(list_scorers())}", markup=False)
+    out.print(f"harnesses: {', '.join(h.name for h in list_harnesses())}", markup=False)
 
 
 @bench_app.command("show", help="Show a benchmark's splits and a sample task.\n\nExample: skillopt benchmarks show gsm8k")
