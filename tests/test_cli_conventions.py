@@ -34,6 +34,8 @@ def test_global_options_anywhere_env_runs_dir_whole_ids_and_exit_codes(tmp_path)
         # finished: 0; the run folder and the next commands are printed
         r = run_cli([*_args(srv.openai_url, data, long_id), "--runs-dir", str(elsewhere)], tmp_path, env)
         assert r.returncode == 0, r.stderr
+        # progress: step k/N, rollouts so far, errors, cost (no price for these fake models: unknown, not $0)
+        assert re.search(r"step 1/1 \(epoch 1\): train .*; \d+ rollouts, cost unknown", r.stderr), r.stderr
         assert f"run folder: {elsewhere / long_id}" in r.stdout
         assert f"skillopt report {long_id} --runs-dir {elsewhere}" in r.stdout
         assert f"skillopt compare {long_id}:seed {long_id}:best --diff --runs-dir {elsewhere}" in r.stdout
