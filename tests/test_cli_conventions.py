@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 
-import click
 import typer
+from typer.core import TyperOption
 import yaml
 
 from skillopt.cli import commands  # noqa: F401  (registers every command)
@@ -64,6 +64,10 @@ def test_global_options_anywhere_env_runs_dir_whole_ids_and_exit_codes(tmp_path)
     by_id = {x["run_id"]: x for x in rows}
     assert by_id["budget"]["status"] == "finished" and by_id["down"]["status"] == "failed"
     assert by_id[long_id]["path"] == str(elsewhere / long_id) and by_id[long_id]["seed_val"] == 0.0
+    (tmp_path / ".env").write_text(f"SKILLOPT_RUNS_DIR={elsewhere}\n")  # a .env in the working folder counts too
+    from_dotenv = run_cli(["runs", "list", "--json"], tmp_path, env)
+    (tmp_path / ".env").unlink()
+    assert {x["run_id"] for x in json.loads(from_dotenv.stdout)} == {long_id, "budget", "down"}
     table = run_cli(["--runs-dir", str(elsewhere), "runs", "list"], tmp_path, env)  # piped, 80 columns
     assert long_id in table.stdout
     shown = run_cli(["runs", "show", long_id, "-v", "--runs-dir", str(elsewhere)], tmp_path, env)
@@ -95,10 +99,11 @@ def test_config_show_is_what_the_run_writes(tmp_path):
 def test_help_defaults_aliases_names_and_suggestions(tmp_path):
     command = typer.main.get_command(app)
     run = command.commands["run"]  # type: ignore[attr-defined]
-    for p in run.params:
-        if isinstance(p, click.Option) and not p.hidden and p.name != "help":
-            assert p.help and p.help.strip(), f"{p.opts} has no help"
-            assert p.show_default not in (None, False) or p.is_flag and p.default is False, f"{p.opts} shows no default"
+    options = [p for p in run.params if isinstance(p, TyperOption) and p.name != "help"]
+    assert len(options) >= 25  # every setting run takes
+    for p in options:
+        assert p.help and p.help.strip(), f"{p.opts} has no help"
+        assert p.show_default not in (None, False), f"{p.opts} shows no default"
     text = run_cli(["run", "-h"], tmp_path, cli_env(tmp_path)).stdout
     assert "[default: (2)]" in re.sub(r"\s+", " ", text.split("--epochs", 1)[1])[:120]
     assert "--target-model, --target_model" in text and "Exit codes: 0 finished, 1 failed, 2 bad input, 3 stopped" in text

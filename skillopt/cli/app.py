@@ -98,13 +98,17 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", envvar="SKILLOPT_RUNS_DIR",
                                   help="Folder holding runs and skillopt.db (before or after the subcommand; "
-                                       "env SKILLOPT_RUNS_DIR)."),
+                                       "env SKILLOPT_RUNS_DIR, also from .env)."),
     config: Path = typer.Option(None, "--config", help="YAML config file (for run, eval and config show)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="More output."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
+    source = ctx.get_parameter_source("runs_dir")
+    if source is not None and source.name == "DEFAULT" and load_env().get("SKILLOPT_RUNS_DIR"):
+        runs_dir = Path(load_env()["SKILLOPT_RUNS_DIR"])  # set in .env (the environment itself is read above)
     if runs_dir.exists() and not runs_dir.is_dir():
         raise BadInput(f"--runs-dir {runs_dir} is a file, not a folder: pick a folder (it is made when missing)")
     Globals.runs_dir, Globals.config, Globals.verbose = runs_dir, config, verbose
