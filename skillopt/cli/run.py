@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -20,9 +19,9 @@ def shown(flag: str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def model_options(need_optimizer: bool = True) -> str:
-    return ("Both default explicitly when not given: the other one's model, or with none a provider whose "
-            "key is set (named), else the embedded local model.")
+MODEL_DEFAULTS = ("When only one of the two is given, the other is the same model (for a local: model, the local "
+                  "default of the other role); with neither, a provider whose key is set (named in a note), else "
+                  "the embedded local models.")
 
 
 @app.command(help="""Train a skill: rollouts on train batches, reflection, gated edits, epochs.
@@ -38,7 +37,7 @@ def run(
                                   help="Benchmark name (case-insensitive) or a QA .jsonl path."),
     harness: str = typer.Option(None, "--harness", show_default=shown("harness"), help="chat | claude-code | codex"),
     target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="see below",
-                                     help="Model spec of the agent, e.g. openai:gpt-5-mini. " + model_options()),
+                                     help="Model spec of the agent, e.g. openai:gpt-5-mini. " + MODEL_DEFAULTS),
     optimizer_model: str = typer.Option(None, "--optimizer-model", "--optimizer_model", show_default="see --target-model",
                                         help="Model spec of the optimizer, e.g. openai:gpt-5."),
     skill: Path = typer.Option(None, "--skill", show_default="skills/<benchmark>/SKILL.md", help="Seed SKILL.md."),
