@@ -110,7 +110,11 @@ def test_help_defaults_aliases_names_and_suggestions(tmp_path):
     for sub in (["report", "-h"], ["export", "-h"], ["compare", "-h"], ["runs", "list", "-h"], ["-h"]):
         r = run_cli(sub, tmp_path, cli_env(tmp_path))
         assert r.returncode == 0 and "Usage:" in r.stdout, sub
-    assert "-o, --output, --out" in run_cli(["export", "-h"], tmp_path, cli_env(tmp_path)).stdout
+    for sub in (["export", "-h"], ["report", "-h"], ["traces", "export", "-h"], ["benchmarks", "make-swe", "-h"]):
+        assert "-o, --output, --out" in run_cli(sub, tmp_path, cli_env(tmp_path)).stdout, sub
+    # a subcommand's own --version is its option, not the root's `--version`
+    r = run_cli(["traces", "show", "nope", "t1", "--version", "1"], tmp_path, cli_env(tmp_path))
+    assert r.returncode == 2 and "no run 'nope'" in r.stderr, r.stderr
     # names are case-insensitive; mistyped settings get the nearest valid one
     r = run_cli(["config", "show", "--benchmark", "GSM8K", "--harness", "Chat"], tmp_path, cli_env(tmp_path))
     assert r.returncode == 0 and "benchmark: gsm8k" in r.stdout and "harness: chat" in r.stdout

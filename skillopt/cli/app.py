@@ -138,7 +138,8 @@ def fail(message: str) -> None:
 # command -> the module that registers it; a known command imports only its own module (an
 # evaluation need not import the report, compare and export code: ~0.4 s of a CLI start)
 COMMAND_MODULES = {"run": "run", "eval": "run", "compare": "compare", "export": "export", "report": "report",
-                   "runs": "runs", "traces": "traces", "models": "models", "benchmarks": "benchmarks"}
+                   "runs": "runs", "traces": "traces", "models": "models", "benchmarks": "benchmarks",
+                   "config": "config_cmd"}
 _VALUED = {"--runs-dir", "--config"}  # root options that take a value
 
 
@@ -156,11 +157,12 @@ def register_commands(argv: list[str]) -> None:
     """Import the module of the command in `argv`, or every command module (help, unknown names)."""
     import importlib
 
-    if "--version" in argv:  # answered by the root callback: no command needed
-        return
-    module = COMMAND_MODULES.get(_command(argv) or "")
+    command = _command(argv)
+    module = COMMAND_MODULES.get(command or "")
     if module is not None:
         importlib.import_module(f"skillopt.cli.{module}")
+    elif command is None and "--version" in argv:  # `skillopt --version`: the root answers, no command needed
+        return
     else:
         from skillopt.cli import commands  # noqa: F401  (registers every command group)
 

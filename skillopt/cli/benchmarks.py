@@ -54,7 +54,7 @@ def make_swe(
     version: str = typer.Option(None, "--version", help="Version (default: the latest)."),
     count: int = typer.Option(12, "--count", help="How many tasks to make at most."),
     seed: int = typer.Option(0, "--seed", help="Seed of the mutation order."),
-    out_dir: Path = typer.Option(None, "--out", help="Folder of tasks.jsonl and the bundles "
+    out_dir: Path = typer.Option(None, "-o", "--output", "--out", help="Folder of tasks.jsonl and the bundles "
                                                      "(default: the shipped benchmarks/swe_local)."),
     sdist: Path = typer.Option(None, "--sdist", help="Use this sdist instead of downloading one."),
     tests: list[str] = typer.Option(None, "--tests", help="Test paths to run (default: found in the sdist)."),
@@ -90,7 +90,7 @@ def build_images(
                                                  "(it needs python3, pytest, git and patch)."),
     mirror: str = typer.Option(None, "--mirror", help="Debian mirror for debootstrap (default: apt's own)."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Build instance images again even when up to date."),
-    rows_out: Path = typer.Option(None, "--out", help="Also write the SWE-bench rows (image, eval_script, ...) here."),
+    rows_out: Path = typer.Option(None, "-o", "--output", "--out", help="Also write the SWE-bench rows (image, eval_script, ...) here."),
 ) -> None:
     from skillopt.benchmarks.swe_grading import load_instances
     from skillopt.benchmarks.swe_images import build_images as build
