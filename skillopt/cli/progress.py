@@ -160,7 +160,7 @@ def next_commands(s: RunSummary, runs_dir: Path) -> list[str]:
     where = {"claude-skill": ".claude/skills", "codex-skill": ".agents/skills"}.get(fmt, "skills-out")
     return [f"skillopt report {rid}{rd} -o {rid}.html",
             f"skillopt compare {rid}:seed {rid}:best --diff{rd}",
-            f"skillopt export {rid}{rd} --format {fmt} --out {where}"]
+            f"skillopt export {rid}{rd} --format {fmt} -o {where}"]
 
 
 def print_next_steps(s: RunSummary, run_dir: Path, runs_dir: Path) -> None:
