@@ -36,7 +36,7 @@ def scale_run(tmp: Path, srv: InstantServer, n: int, concurrency: int) -> dict:
     url = f"openai-compatible:fake-target@{srv.openai_url}"
     srv.reset()
     m = measure(skillopt("--runs-dir", str(tmp / "runs"), "run", "--benchmark", str(data), "--harness", "chat",
-                         "--target_model", url, "--optimizer_model", url, "--run-id", f"scale-{n}",
+                         "--target-model", url, "--optimizer-model", url, "--run-id", f"scale-{n}",
                          "--train-size", "4", "--val-size", str(n), "--test-size", "0", "--epochs", "1",
                          "--batch-size", "4", "--concurrency", str(concurrency), "--max-rollouts", str(n)),
                 tmp, cli_env(tmp))
