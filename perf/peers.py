@@ -112,7 +112,7 @@ class Bench:
         url = self.srv.openai_url
         if tool == "skillopt":
             argv = skillopt("eval", "--skill", str(SKILL), "--benchmark", str(data), "--split", "all",
-                            "--harness", "chat", "--target_model", f"openai-compatible:fake-target@{url}",
+                            "--harness", "chat", "--target-model", f"openai-compatible:fake-target@{url}",
                             "--concurrency", str(concurrency))
         elif tool == "gepa":
             argv = [str(self.py["gepa"]), str(GEPA_DRIVER), "eval", str(data), str(SKILL), "--workers", str(concurrency)]
@@ -153,8 +153,8 @@ class Bench:
         if tool == "skillopt":
             data = write_jsonl(d / "qa.jsonl", qa_rows(28))
             argv = skillopt("--runs-dir", str(d / "runs"), "run", "--benchmark", str(data), "--harness", "chat",
-                            "--target_model", f"openai-compatible:fake-target@{url}",
-                            "--optimizer_model", f"openai-compatible:fake-opt@{url}", "--run-id", "opt",
+                            "--target-model", f"openai-compatible:fake-target@{url}",
+                            "--optimizer-model", f"openai-compatible:fake-opt@{url}", "--run-id", "opt",
                             "--train-size", "8", "--val-size", "20", "--test-size", "0", "--epochs", "1",
                             "--batch-size", "4", "--concurrency", "8", "--set", "train.consolidate=false",
                             "--set", "train.minibatch_size=4")

@@ -36,11 +36,11 @@ def scale_run(tmp: Path, srv: InstantServer, n: int, concurrency: int) -> dict:
     url = f"openai-compatible:fake-target@{srv.openai_url}"
     srv.reset()
     m = measure(skillopt("--runs-dir", str(tmp / "runs"), "run", "--benchmark", str(data), "--harness", "chat",
-                         "--target_model", url, "--optimizer_model", url, "--run-id", f"scale-{n}",
+                         "--target-model", url, "--optimizer-model", url, "--run-id", f"scale-{n}",
                          "--train-size", "4", "--val-size", str(n), "--test-size", "0", "--epochs", "1",
                          "--batch-size", "4", "--concurrency", str(concurrency), "--max-rollouts", str(n)),
                 tmp, cli_env(tmp))
-    assert m.rc == 0, m.stderr[-2000:]
+    assert m.rc == 3, m.stderr[-2000:]  # exit code 3: stopped by its budget (resumable), as planned
     st = srv.stats()
     assert st["calls"] == n, (st["calls"], n)
     span = (st["last_call_at"] or 0) - (st["first_call_at"] or 0)
@@ -67,7 +67,7 @@ def readers(tmp: Path, n: int) -> dict:
         ("resume_startup", ["run", "--resume", run_id, "--max-rollouts", str(n)]),
     ]:
         m = measure(skillopt("--runs-dir", runs, *args), tmp, env)
-        assert m.rc == 0, (name, m.stderr[-2000:])
+        assert m.rc in (0, 3), (name, m.stderr[-2000:])  # 3: the resume stops at its budget again
         out[name] = m.as_dict()
     return out
 

@@ -7,6 +7,7 @@ Derived values are properties; nothing writes back into the config.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -53,6 +54,7 @@ class TrainConfig(_Frozen):
     screen: bool = True  # check each candidate on its train tasks before validation (GEPA's minibatch test)
     leakage_check: bool = True  # reject edits that copy task text, before any rollout
     retry_errored: Annotated[int, Field(ge=0)] = 2  # extra tries of a rollout that errored (infrastructure), later
+    description: bool = False  # also train the front-matter description (whether agents load the skill)
 
 
 class GateConfig(_Frozen):
@@ -69,6 +71,8 @@ class GateConfig(_Frozen):
     per_step: Count = 1  # screened candidates gated per step, best screen first
     noninferiority_margin: float = 0.05  # consolidation: accepted when not worse than this
     early_stop: bool = True  # False: every pair of every decision (no interim accept, no futility)
+    trigger_weight: Annotated[float, Field(ge=0)] = 0.0  # agent harnesses: a pair's value is its score plus
+    # this much when the agent loaded the skill (0: score only); with train.description on, 0.5 breaks ties
 
     @model_validator(mode="before")
     @classmethod
@@ -169,7 +173,102 @@ def resolve_config(*layers: dict[str, Any], source: str = "configuration") -> Ru
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(x) for x in err["loc"])
-        raise BadInput(f"bad setting {where} in {source}: {err['msg']}") from e
+        if err["type"] == "extra_forbidden":
+            loc = tuple(err["loc"])
+            value = err.get("input")
+            while isinstance(value, dict) and len(value) == 1:  # `gaet.alpha=3`: the whole path the user wrote
+                key, value = next(iter(value.items()))
+                loc += (key,)
+            raise BadInput(f"unknown setting {'.'.join(map(str, loc))} in {source}{_suggest(loc)}") from None
+        raise BadInput(f"bad setting {where} in {source}: {err['msg']}") from None
+
+
+def setting_names(model: type[BaseModel] = None, prefix: str = "") -> list[str]:  # type: ignore[assignment]
+    """Every dotted setting name (`train.epochs`, `gate.alpha`, ...); free-form maps end at their name."""
+    model = model or RunConfig
+    out = []
+    for name, field in model.model_fields.items():
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            out += setting_names(sub, f"{prefix}{name}.")
+        else:
+            out.append(prefix + name)
+    return out
+
+
+def _suggest(loc: tuple) -> str:
+    """'; did you mean train.epochs?' for the nearest valid name, else the valid names there."""
+    import difflib
+
+    dotted = ".".join(str(x) for x in loc)
+    names = setting_names()
+    near = difflib.get_close_matches(dotted, names, n=1, cutoff=0.6)
+    if not near:  # a misspelt leaf: compare within its section
+        section = ".".join(str(x) for x in loc[:-1])
+        leaves = ([n for n in names if n.rsplit(".", 1)[0] == section] if section
+                  else list(dict.fromkeys(n.split(".")[0] for n in names)))
+        near = difflib.get_close_matches(dotted, leaves, n=1, cutoff=0.4)
+        if not near:
+            return f": valid names are {', '.join(leaves[:30])}" if leaves else ""
+    return f"; did you mean {near[0]}? (skillopt config show lists every setting)"
+
+
+def flags_layer(**values: Any) -> dict[str, Any]:
+    """Keyword settings as a config layer: `train__epochs=3` or `{"train.epochs": 3}` -> nested;
+    None means 'not given'."""
+    layer: dict[str, Any] = {}
+    for dotted, value in values.items():
+        if value is None:
+            continue
+        parts = dotted.replace("__", ".").split(".")
+        node = layer
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return layer
+
+
+def build_config(*, base: Sequence[dict[str, Any]] = (), preset: str | None = None,
+                 files: Sequence[str | Path | dict[str, Any] | None] = (), overrides: Sequence[str | dict[str, Any]] = (),
+                 flags: dict[str, Any] | None = None) -> RunConfig:
+    """The one path from what a user gave to a `RunConfig`: base layers (a resumed run's own
+    settings), a preset, YAML files (or dicts), `--set` overrides, then flags (later wins). The
+    CLI's `run`, `config show` and the Python API all build through here."""
+    layers: list[dict[str, Any]] = list(base)
+    if preset:
+        if preset not in PRESETS:
+            raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+        layers.append(PRESETS[preset])
+    layers += [f if isinstance(f, dict) else load_yaml(f) for f in files if f]
+    layers += [o if isinstance(o, dict) else parse_override(o) for o in overrides]
+    layers.append(flags_layer(**(flags or {})))
+    return canonical_names(resolve_config(*layers))
+
+
+def canonical_names(cfg: RunConfig) -> RunConfig:
+    """Benchmark and harness names as registered (names are case-insensitive: `GSM8K` is `gsm8k`)."""
+    from skillopt.benchmarks.registry import benchmark_info, is_jsonl_path
+
+    update: dict[str, str] = {"harness": cfg.harness.lower()}
+    if not is_jsonl_path(cfg.benchmark) and cfg.benchmark.lower() != cfg.benchmark:
+        try:
+            update["benchmark"] = benchmark_info(cfg.benchmark).name
+        except BadInput:
+            pass  # unknown: said where the benchmark is opened, with the known names
+    return cfg.model_copy(update=update)
+
+
+def with_default_models(cfg: RunConfig, env: Any, need_optimizer: bool = True) -> tuple[RunConfig, str | None]:
+    """`cfg` with its target / optimizer filled in by `models.defaults.choose_models`, and its note."""
+    from skillopt.models.defaults import choose_models
+
+    choice = choose_models(cfg.target_model, cfg.optimizer_model, env, need_optimizer)
+    if choice.note is None:
+        return cfg, None
+    update = {"target_model": choice.target}
+    if need_optimizer:
+        update["optimizer_model"] = choice.optimizer
+    return cfg.model_copy(update=update), choice.note
 
 
 def redacted(cfg: RunConfig) -> dict[str, Any]:
@@ -180,3 +279,40 @@ def redacted(cfg: RunConfig) -> dict[str, Any]:
         if k not in cfg.limits.model_fields_set:
             data["limits"].pop(k, None)
     return redact(data)
+
+
+# The settings a command line flag (and a keyword of skillopt.train / evaluate) names directly:
+# flag (snake_case) -> dotted setting. Every other setting is reached with --set / set=.
+FLAG_SETTINGS: dict[str, str] = {
+    "benchmark": "benchmark", "harness": "harness", "target_model": "target_model",
+    "optimizer_model": "optimizer_model", "skill": "seed_skill", "run_id": "run_id",
+    "epochs": "train.epochs", "batch_size": "train.batch_size", "concurrency": "train.concurrency",
+    "trials": "train.trials", "learning_rate": "train.learning_rate.initial",
+    "schedule": "train.learning_rate.schedule", "train_description": "train.description",
+    "train_size": "splits.train", "val_size": "splits.val", "test_size": "splits.test", "split_seed": "splits.seed",
+    "max_cost_usd": "budget.max_cost_usd", "max_rollouts": "budget.max_rollouts", "max_tokens": "budget.max_tokens",
+    "harness_mode": "harness_options.mode", "sandbox": "sandbox",
+}
+
+
+def default_of(dotted: str) -> Any:
+    """The default value of a dotted setting (for help texts): `default_of("train.epochs")` -> 2."""
+    node: Any = RunConfig()
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    return node
+
+
+def settings_from_flags(values: dict[str, Any], where: str = "flag") -> dict[str, Any]:
+    """Flag values (None: not given) as a config layer, through `FLAG_SETTINGS`."""
+    import difflib
+
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in FLAG_SETTINGS:
+            near = difflib.get_close_matches(name, FLAG_SETTINGS, n=1)
+            hint = f"; did you mean {near[0]}?" if near else f"; known: {', '.join(FLAG_SETTINGS)}"
+            raise BadInput(f"unknown {where} {name!r}{hint} (other settings: set={{'section.key': value}})")
+        if value is not None:
+            out[FLAG_SETTINGS[name]] = value
+    return out

@@ -14,7 +14,9 @@ Within a stage a heading beats plain text. Two places matching equally well is a
 never a guess. A heading anchor means its whole section (heading up to the next heading of the
 same or a higher level). Edits apply in order; an edit that touches what an earlier edit in the
 same apply touched is a "conflict"; one that touches a protected region is "protected". The front
-matter is never edited, and a skill over the token cap is reported (`over_cap`), never truncated.
+matter is never edited but for one field: an edit with `part="description"` (op `replace`, no
+anchor) replaces the description, the text agents read before they decide to load the skill
+(`train.description`). A skill over the token cap is reported (`over_cap`), never truncated.
 Deterministic: no model calls.
 """
 
@@ -28,13 +30,14 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field, field_validator
 
-from skillopt.skill import MARKER_RE, Section, Skill, find_protected, find_sections
+from skillopt.skill import MARKER_RE, Section, Skill, find_protected, find_sections, validate_description
 
 FUZZY_RATIO = 0.85
 AMBIGUITY_MARGIN = 0.03  # a second place within this ratio of the best makes a fuzzy match ambiguous
 FUZZY_MIN_CHARS = 12  # shorter text anchors are matched exactly or normalized only
 
 Op = Literal["add", "replace", "delete"]
+Part = Literal["body", "description"]
 Status = Literal["applied", "anchor_not_found", "conflict", "protected", "invalid"]
 How = Literal["exact", "normalized", "fuzzy", "end"]
 
@@ -52,6 +55,7 @@ class Edit(BaseModel):
     text: str = ""
     rationale: str = ""
     evidence: list[str] = Field(default_factory=list)  # task ids that motivate the edit
+    part: Part = "body"  # "description": replaces the front-matter description (op replace, no anchor)
 
     @field_validator("anchor")
     @classmethod
@@ -62,6 +66,8 @@ class Edit(BaseModel):
     def key(self) -> str:
         """A stable id of what the edit does (op, normalized anchor and text), for dedupe."""
         raw = "\x1f".join((self.op, _anchor_key(self.anchor or ""), normalize(self.text)[0]))
+        if self.part != "body":
+            raw = f"{self.part}\x1f{raw}"
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
@@ -268,8 +274,19 @@ class _State:
 def apply_edits(skill: Skill, edits: list[Edit], token_cap: int | None = None) -> ApplyResult:
     """Apply `edits` in order to the body of `skill`; every edit gets a report, none raises."""
     state = _State(body=skill.body, original=skill.body)
-    reports = [_apply_one(state, e) for e in edits]
+    description = skill.description
+    reports = []
+    for e in edits:
+        if e.part == "description":
+            report = _describe_edit(e, description)
+            if report.status == "applied":
+                description = " ".join(e.text.split())
+            reports.append(report)
+        else:
+            reports.append(_apply_one(state, e))
     new = skill.with_body(state.body)
+    if description != skill.description:
+        new = Skill(name=new.name, description=description, body=new.body, extra=dict(new.extra))
     tokens = new.tokens()
     return ApplyResult(skill=new, reports=reports, tokens=tokens,
                        over_cap=token_cap is not None and tokens > token_cap)
@@ -299,6 +316,20 @@ def _apply_one(st: _State, e: Edit) -> EditReport:
                           detail=f"the target at line {line} was already changed by an earlier edit in this step")
     _splice_into(st, sp)
     return EditReport(edit=e, status="applied", match=found.how, detail=_describe(e, found, line))
+
+
+def _describe_edit(e: Edit, current: str) -> EditReport:
+    """A description edit: one line of text, within the agents' limits, different from the current one."""
+    text = " ".join(e.text.split())
+    if e.op != "replace":
+        return EditReport(edit=e, status="invalid", detail="a description edit is a replace")
+    if problems := validate_description(text):
+        return EditReport(edit=e, status="invalid", detail="; ".join(problems))
+    if "<" in text and ">" in text:
+        return EditReport(edit=e, status="invalid", detail="a description may not hold XML tags (Claude refuses them)")
+    if text == current:
+        return EditReport(edit=e, status="invalid", detail="the description is already this")
+    return EditReport(edit=e, status="applied", detail="replaced the description")
 
 
 def _invalid(e: Edit) -> str | None:

@@ -76,7 +76,7 @@ def test_resume_with_incompatible_config_is_refused(tmp_path, qa):
         base = ["run", "--benchmark", str(qa), "--target_model", f"openai-compatible:t@{url}",
                 "--optimizer_model", f"openai-compatible:o@{url}", "--run-id", "r1", "--epochs", "1",
                 "--train-size", "2", "--val-size", "2", "--test-size", "2", "--max-rollouts", "1"]
-        assert run_cli(base, tmp_path, env).returncode == 0
+        assert run_cli(base, tmp_path, env).returncode == 3  # stopped by its budget
         before = (tmp_path / "runs" / "r1" / "state.json").read_text()
         r = run_cli(["run", "--resume", "r1", "--target_model", f"openai-compatible:other@{url}"], tmp_path, env)
         _assert_one_line_error(r, "cannot resume r1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -109,6 +110,20 @@ def test_plugin_layout_and_manifest(runs, tmp_path):
     assert skill.name == "unit-checker" and "<!--" not in skill.render()
     assert read_provenance(root / "skills" / "unit-checker")["run_id"] == "phys"
     assert "claude plugin install physics-tools@physics-tools-local" in (root / "README.md").read_text()
+    codex = json.loads((root / ".codex-plugin" / "plugin.json").read_text())
+    assert codex["name"] == "physics-tools" and codex["skills"] == "./skills/" and codex["license"] == "MIT"
+    codex_market = json.loads((root / ".agents" / "plugins" / "marketplace.json").read_text())
+    assert codex_market["plugins"][0]["source"] == {"source": "local", "path": "./"}
+    assert "codex plugin add physics-tools@physics-tools-local" in (root / "README.md").read_text()
+    # no --license: the skill's own (MIT in its front matter); a skill without one says UNLICENSED
+    r = cli("export", "phys:v0", "--format", "plugin", "--out", str(tmp_path / "seed"), runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    warnings = [x for x in r.stderr.splitlines() if x.startswith("warning:")]
+    assert len(warnings) == 1 and "phys:v000 is the untrained seed" in warnings[0]
+    seed_manifest = json.loads((tmp_path / "seed" / "unit-checker" / ".codex-plugin" / "plugin.json").read_text())
+    assert seed_manifest["license"] == "MIT"
+    r = cli("export", "phys", "--format", "claude-skill", "--out", str(tmp_path / "trained"), runs_dir=runs)
+    assert r.exit_code == 0 and "warning" not in r.stderr
 
 
 def test_names_and_descriptions_are_checked(runs, tmp_path):
@@ -224,3 +239,37 @@ def test_exported_claude_skill_is_discovered_and_used_by_claude_code(runs, tmp_p
     loaded = json.dumps([e for e in events if e.get("type") == "user"])
     assert "Convert every quantity to SI units first." in loaded and "skillopt:" not in loaded
     assert events[-1]["type"] == "result" and "Answer: 3 m" in events[-1]["result"]
+
+
+def _codex_binary() -> str | None:
+    try:
+        from skillopt.harness.codex import _bundled_codex
+
+        return _bundled_codex()[0] or shutil.which("codex")
+    except ImportError:
+        return shutil.which("codex")
+
+
+@pytest.mark.slow
+def test_plugin_installs_with_codex(runs, tmp_path):
+    codex = _codex_binary()
+    if codex is None:
+        pytest.skip("the Codex binary (codex extra) is not installed")
+    r = cli("export", "phys", "--format", "plugin", "--out", str(tmp_path / "out"), runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "CODEX"))}
+    env.update({"HOME": str(home), "CODEX_HOME": str(home)})
+
+    def codex_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([codex, *args], cwd=tmp_path / "out", env=env, capture_output=True, text=True, timeout=120)
+
+    add = codex_cli("plugin", "marketplace", "add", "./unit-checker")
+    assert add.returncode == 0, add.stdout + add.stderr
+    inst = codex_cli("plugin", "add", "unit-checker@unit-checker-local")
+    assert inst.returncode == 0, inst.stdout + inst.stderr
+    listed = codex_cli("plugin", "list")
+    assert re.search(r"unit-checker@unit-checker-local\s+installed, enabled", listed.stdout), listed.stdout
+    cached = next((home / "plugins" / "cache" / "unit-checker-local" / "unit-checker").iterdir())
+    assert Skill.load(cached / "skills" / "unit-checker" / "SKILL.md").name == "unit-checker"

@@ -111,11 +111,12 @@ def test_html_report_of_a_real_run_renders_in_chromium(tmp_path_factory, tmp_pat
     val_cells = len(dom.find("rect", class_="cell")) - len(dom.find("rect", class_="missing"))
     assert val_cells > 0
     assert dom.find("svg", id="tokens-chart")
-    text = " ".join(dom.text)
+    text = " ".join(" ".join(dom.text).split())
     for needed in ("Final scores", "baseline (seed)", "0.000 [0.000, 0.324]", "1.000 [0.510, 1.000]",
                    "Validation score per step", "Tokens and cost by role", "optimizer", "target",
                    "+Secret codes are ZETA- followed by the item number.", "What the optimizer tried",
-                   "Be concise and polite.", "screened-out", "0 vs 0 on 4 train tasks", "accept-final: 8 W / 0 L"):
+                   "Be concise and polite.", "screened-out", "candidate 0 vs incumbent 0 on 4 tasks",
+                   "8 wins, 0 losses, 0 ties over 8 of 8 pairs", "p = 0.0039"):
         assert needed in text, needed
     final_rows = r.stdout.split('id="final-table"')[1].split("</table>")[0].count("<tr>")
     assert final_rows == 3  # header + baseline, best
@@ -128,7 +129,9 @@ def test_markdown_report_and_defaults(tmp_path_factory, tmp_path):
     md = r.stdout
     assert md.startswith("## skillopt report: `codes` (finished)")
     assert "| baseline (seed) | v000 | 0.000 [0.000, 0.324] | 8 | 0.000 [0.000, 0.490] | 4 |" in md
-    assert "**s001-c1** (reflection, v001): **screened-out**" in md and "Be concise and polite." in md
+    assert "**s001-c1** (reflection, v001): **screened-out**. not kept: no better than the incumbent" in md
+    assert "Be concise and polite." in md and "#### Step 2 (epoch 2)" in md
+    assert "- gate: accept-final: 8 W / 0 L / 0 T over 8 of 8 pairs, p = 0.0039" in md
     assert "| 2 | 2 | 1 | 1 | 1 | v003 | 1.000 | accept | 1.000 |" in md
     assert "```diff\n--- v000 (seed)\n+++ v003 (best)" in md and "+Secret codes are ZETA-" in md
     r = cli("report", "codes", runs_dir=runs)
@@ -350,3 +353,109 @@ def test_mlflow_tracker_with_real_mlflow(tmp_path, fake_url):
     assert [(m.step, m.value) for m in history] == [(1, 0.0), (2, 1.0)]
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "skills")}
     assert "skills/v000.md" in artifacts and len(artifacts) >= 4
+
+
+# what the optimizer tried, the chart's legend and ticks, the heatmap's links, cost --------------------------
+def _report_dom(runs: Path, tmp_path: Path) -> tuple[str, Dom]:
+    page = tmp_path / "report.html"
+    r = cli("report", "codes", "-o", str(page), runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    html = page.read_text()
+    return html, Dom(html)
+
+
+def _svg(html: str, chart_id: str) -> str:
+    return html.split(f'id="{chart_id}"', 1)[1].split("</svg>", 1)[0]
+
+
+def test_report_shows_every_candidate_and_why_it_was_kept_or_not(tmp_path_factory, tmp_path):
+    html, dom = _report_dom(copy_runs(tmp_path_factory, tmp_path), tmp_path)
+    steps = html.split('id="candidates"', 1)[1].split("</section>", 1)[0]
+    one, two = steps.split('id="step-2"', 1)
+    assert "Step 1" in one and "(epoch 1)" in one and "Step 2" in two and "(epoch 2)" in two
+    # step 1: the useless edit, its rationale, its screen, not kept and why
+    assert '<pre class="edit-text">Be concise and polite.</pre>' in one and "add at the end: style" in one
+    assert "not kept: no better than the incumbent on the train tasks it came from (0 vs 0), so never gated" in one
+    assert one.count("<tr><td>item-") == 4  # the screen, per train task
+    assert "end of epoch 1" in one and "consolidation" in one and "not kept: difference +0.000" in one
+    # step 2: the rule, kept by the gate, with every pair behind the decision
+    assert '<pre class="edit-text">Secret codes are ZETA- followed by the item number.</pre>' in two
+    assert "kept: the gate accepted it (8 wins, 0 losses: p = 0.0039" in two
+    pairs = two.split('class="mini pairs"', 1)[1].split("</table>", 1)[0]
+    assert pairs.count(">win</td>") == 8
+    assert len(dom.find("div", class_="candidate")) == 4  # 2 candidates + 2 consolidations
+
+
+def test_validation_chart_legend_matches_its_marks_with_train_line_epochs_and_readable_ticks(tmp_path_factory, tmp_path):
+    html, _ = _report_dom(copy_runs(tmp_path_factory, tmp_path), tmp_path)
+    svg = _svg(html, "validation-chart")
+    marks = set(re.findall(r'<(circle|polygon) class="candidate [a-z]+"[^>]*?fill="(#[0-9a-f]+)" stroke="(#[0-9a-f]+)"', svg))
+    legend = set(re.findall(r'<(circle|polygon) class="legend-mark"[^>]*?fill="(#[0-9a-f]+)" stroke="(#[0-9a-f]+)"', svg))
+    assert marks and marks == legend  # one legend entry per style drawn, drawn the same way
+    assert 'data-series="incumbent train (step batch)"' in svg and 'stroke-dasharray="5 4"' in svg
+    assert re.findall(r"end of epoch (\d)", svg) == ["1", "2"]
+    for chart in ("validation-chart", "tokens-chart"):
+        part = _svg(html, chart)
+        labels = part.split('class="labels"', 1)[1]
+        xs = [float(x) for x, _ in re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="middle">([^<]+)</text>', labels)]
+        assert xs and all(b - a >= 30 for a, b in zip(xs[:-1], xs[1:-1])), (chart, xs)  # no crowded x ticks
+        ys = re.findall(r'text-anchor="end">([^<]+)</text>', labels)
+        assert ys and all(len(y) <= 5 for y in ys), (chart, ys)  # 0, 0.25, 2.5k: never 0.0063
+
+
+def test_heatmap_cells_open_their_rollouts_in_the_page(tmp_path_factory, tmp_path):
+    html, dom = _report_dom(copy_runs(tmp_path_factory, tmp_path), tmp_path)
+    links = [a["href"][1:] for a in dom.find("a", class_="cell-link")]
+    cells = len(dom.find("rect", class_="cell")) - len(dom.find("rect", class_="missing"))
+    assert links and len(links) == cells
+    ids = {a.get("id") for _, a in dom.tags if a.get("id")}
+    assert set(links) <= ids
+    one = html.split(f'id="{links[0]}"', 1)[1].split('class="card rollout"', 1)[0]
+    assert "Answer:" in one and "trace summary (what the optimizer reads)" in one and "skill: given in the system prompt" in one
+    assert ".rollout:target { display: block;" in html and "<script" not in html
+
+
+def test_cost_chart_ends_at_the_usage_table(tmp_path):
+    from tests.fakes.server import FakeModelServer
+    from tests.helpers import cli_env, run_cli, write_jsonl
+    from tests.test_train_e2e import Scripted, _run_args, code_tasks
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    prices = "models.prices={'openai-compatible:fake-target': [1.0, 2.0], 'openai-compatible:fake-opt': [3.0, 4.0]}"
+    with FakeModelServer(Scripted()) as srv:
+        r = run_cli([*_run_args(data, srv.openai_url, "codes"), "--set", prices], tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    html, _ = _report_dom(tmp_path / "runs", tmp_path)
+    cost = _svg(html, "cost-chart")
+    last = dict(re.findall(r'data-series="([^"]+)" data-last="([^"]+)"', cost))
+    table = html.split('id="usage-table"', 1)[1].split("</table>", 1)[0]
+    costs = dict(re.findall(r"<tr><td>(\w+)</td>.*?<td class=\"num\">\$([\d.]+)</td></tr>", table, re.S))
+    assert set(last) == {"target", "optimizer"} and set(costs) == {"target", "optimizer"}
+    for role in ("target", "optimizer"):
+        assert f"{float(last[role]):.4f}" == costs[role], (role, last, costs)
+    assert ">end</text>" in cost
+
+
+def test_screenshot_shows_the_edit_texts(tmp_path_factory, tmp_path):
+    """The edit texts are on screen: the same page with only their text made transparent renders
+    differently, in the region of the candidates, and Chromium logs nothing."""
+    from PIL import Image, ImageChops
+
+    html, dom = _report_dom(copy_runs(tmp_path_factory, tmp_path), tmp_path)
+    edits = [t for t in re.findall(r'<pre class="edit-text">([^<]*)</pre>', html)]
+    assert edits == ["Be concise and polite.", "Secret codes are ZETA- followed by the item number."]
+    hidden = tmp_path / "hidden.html"
+    hidden.write_text(html.replace("</head>", "<style>.edit-text { color: transparent !important; }</style></head>"))
+    shots = []
+    for name, page in (("shown", tmp_path / "report.html"), ("hidden", hidden)):
+        shot = tmp_path / f"{name}.png"
+        r = open_in_chromium(page, tmp_path, f"--screenshot={shot}", "--window-size=1280,3200")
+        assert r.returncode == 0 and shot.exists(), r.stderr
+        assert console_messages(r.stderr) == []
+        shots.append(Image.open(shot).convert("RGB"))
+    diff = ImageChops.difference(*shots)
+    box = diff.getbbox()
+    assert box is not None, "the edit texts are not drawn anywhere on the page"
+    changed = sum(diff.convert("L").point(lambda v: 255 if v else 0).histogram()[255:])
+    assert changed > 300  # two lines of monospace text, not a stray pixel
+    assert box[1] > 300 and box[3] < 3200  # below the header, on the first screens

@@ -31,7 +31,7 @@ def test_a_second_resume_of_a_running_run_is_refused(tmp_path):
     script = Scripted()
     with FakeModelServer(script) as srv:
         first = run_cli(_run_args(data, srv.openai_url, "codes", max_rollouts="2"), tmp_path, env)
-        assert first.returncode == 0, first.stderr
+        assert first.returncode == 3, first.stderr  # stopped by its budget
         script.hang_after = len(script.target_calls)  # the next resume holds the run, waiting on the model
         more = ["--max-rollouts", "1000"]
         holder = subprocess.Popen([sys.executable, "-m", "skillopt", "run", "--resume", "codes", *more], cwd=tmp_path,
@@ -97,7 +97,7 @@ def test_kill_9_again_and_again_usage_is_what_was_recorded_and_the_budget_holds(
                 killed += 1
             proc.wait(30)
         final = run_cli(["run", "--resume", "k"], tmp_path, env)
-    assert final.returncode == 0, final.stderr[-3000:]
+    assert final.returncode == 3, final.stderr[-3000:]  # stopped by its budget
     assert "rollout budget reached" in final.stdout + final.stderr
     recorded = _lines(log)
     in_flight = script.calls - recorded  # answered by the server, never recorded: lost to a kill

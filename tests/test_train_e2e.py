@@ -168,8 +168,9 @@ def test_budget_stops_cleanly_and_resume_continues(tmp_path):
     env = cli_env(tmp_path)
     with FakeModelServer(Scripted()) as srv:
         r = run_cli(_run_args(data, srv.openai_url, "codes", max_rollouts="6"), cwd=tmp_path, env=env)
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 3, r.stderr  # stopped by a budget: its own exit code
         assert "rollout budget reached" in r.stdout + r.stderr
+        assert "skillopt run --resume codes" in r.stdout
         state = json.loads((tmp_path / "runs" / "codes" / "state.json").read_text())
         assert state["status"] == "stopped" and state["meter"]["rollouts"] == 6
         r2 = run_cli(["run", "--resume", "codes", "--max-rollouts", "1000"], cwd=tmp_path, env=env)

@@ -101,11 +101,16 @@ class QABenchmark:
     stop: tuple[str, ...] = ()
 
     def __init__(self, name: str, load: Callable[[], Sequence[Task]], sizes: SplitSizes | None = None,
-                 description: str = "", max_answer_tokens: int | None = None):
+                 description: str = "", max_answer_tokens: int | None = None, scorer_fn: Any = None):
         self.name = name
         self.description = description
         self.sizes = sizes or SplitSizes()
         self._load = load
+        self.scorer_fn = scorer_fn  # a custom scorer (plugin, judge): `benchmarks.custom`
+        if scorer_fn is not None:
+            from skillopt.benchmarks.custom import scorer_version
+
+            self.scorer_version = scorer_version(scorer_fn)
         if max_answer_tokens is not None:
             self.max_answer_tokens = max_answer_tokens
 
@@ -135,7 +140,23 @@ class QABenchmark:
         (Path(ws) / "task.md").write_text(task.prompt + "\n", encoding="utf-8")
 
     async def score(self, task: Task, out: RolloutOutput, ws: Path) -> Score:
+        if self.scorer_fn is not None:
+            from skillopt.benchmarks.custom import call_scorer
+
+            return await call_scorer(self.scorer_fn, task, out.text)
         return score_text(task, out.text)
+
+    # UsesModels (benchmarks.custom), when the custom scorer does
+    def model_specs(self) -> dict[str, str]:
+        from skillopt.benchmarks.custom import UsesModels
+
+        return self.scorer_fn.model_specs() if isinstance(self.scorer_fn, UsesModels) else {}
+
+    def bind_models(self, models: Any) -> None:
+        from skillopt.benchmarks.custom import UsesModels
+
+        if isinstance(self.scorer_fn, UsesModels):
+            self.scorer_fn.bind_models(models)
 
 
 # ---------------------------------------------------------------- the JSONL format
@@ -228,10 +249,19 @@ def load_jsonl(path: str | Path, scorer: str = "auto") -> list[Task]:
 
 
 def jsonl_benchmark(path: str | Path, sizes: SplitSizes | None = None, scorer: str = "auto",
-                    max_answer_tokens: int | None = None) -> QABenchmark:
-    """The benchmark of a QA JSONL file, named by its path (so a run record can rebuild it)."""
-    tasks = load_jsonl(path, scorer)  # read now: a broken file fails before any rollout
+                    max_answer_tokens: int | None = None, **scorer_options: Any) -> QABenchmark:
+    """The benchmark of a QA JSONL file, named by its path (so a run record can rebuild it).
+    `scorer` is a built-in answer match (auto, choice, numeric, exact, f1), `judge` (with `rubric`,
+    `judge_model`, `threshold`) or a registered scorer plugin (`benchmarks.custom`)."""
+    custom = None
+    if scorer not in SCORERS:
+        from skillopt.benchmarks.custom import get_scorer
+
+        custom = get_scorer(scorer, **scorer_options)
+    elif scorer_options:
+        raise BadInput(f"the {scorer} scorer takes no option {', '.join(map(repr, scorer_options))}")
+    tasks = load_jsonl(path, scorer if custom is None else "auto")  # read now: a broken file fails before any rollout
     if max_answer_tokens is None:
         max_answer_tokens = 256 if all(t.metadata["scorer"] == "choice" for t in tasks) else 512
     return QABenchmark(str(path), lambda: tasks, sizes, description=f"QA tasks from {path}",
-                       max_answer_tokens=max_answer_tokens)
+                       max_answer_tokens=max_answer_tokens, scorer_fn=custom)

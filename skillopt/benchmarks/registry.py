@@ -68,7 +68,8 @@ def _load_plugins() -> None:
             warnings.warn(f"benchmark plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=2)
             continue
         if ep.name not in _REGISTRY and callable(loaded) and not inspect.ismodule(loaded):
-            _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, ep.value)
+            origin = f"plugin {ep.dist.name}" if ep.dist is not None else f"plugin {ep.value}"
+            _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, origin)
 
 
 def _builtins() -> None:
@@ -82,12 +83,21 @@ def is_jsonl_path(name_or_path: str | Path) -> bool:
 def benchmark_info(name: str) -> BenchmarkInfo:
     """The registration of a benchmark name; unknown names list the known ones."""
     _builtins()
-    if name not in _REGISTRY:
+    if _find(name) is None:
         _load_plugins()
-    if name not in _REGISTRY:
+    found = _find(name)
+    if found is None:
         raise BadInput(f"unknown benchmark {name!r}: choose one of {', '.join(sorted(_REGISTRY))}, "
                        "or give the path of a .jsonl file")
-    return _REGISTRY[name]
+    return found
+
+
+def _find(name: str) -> BenchmarkInfo | None:
+    """A registered benchmark by name, case-insensitively (`GSM8K` is `gsm8k`)."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    folded = {k.lower(): v for k, v in _REGISTRY.items()}
+    return folded.get(name.lower())
 
 
 def list_benchmarks() -> list[BenchmarkInfo]:
@@ -125,11 +135,15 @@ def get_benchmark(name_or_path: str | Path, sizes: SplitSizes | None = None, **o
     if is_jsonl_path(name_or_path):
         from skillopt.benchmarks.qa import jsonl_benchmark
 
-        unknown = sorted(set(options) - {"scorer", "max_answer_tokens"})
+        known = {"scorer", "max_answer_tokens"}
+        if str(options.get("scorer", "auto")).lower() == "judge":
+            known |= {"rubric", "judge_model", "threshold"}
+        unknown = sorted(set(options) - known - {"scorer_options"})
         if unknown:
             raise BadInput(f"a .jsonl benchmark has no option {', '.join(map(repr, unknown))}: "
-                           "its options are scorer, max_answer_tokens")
-        return jsonl_benchmark(name_or_path, sizes, **options)
+                           f"its options are {', '.join(sorted(known))}, scorer_options")
+        extra = dict(options.pop("scorer_options", None) or {})
+        return jsonl_benchmark(name_or_path, sizes, **options, **extra)
     info = benchmark_info(str(name_or_path))
     _check_options(info, options)
     return info.factory(sizes, **options)

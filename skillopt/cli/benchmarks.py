@@ -17,13 +17,17 @@ app.add_typer(bench_app, name="benchmarks")
 def list_() -> None:
     from skillopt.benchmarks import list_benchmarks
 
+    from skillopt.benchmarks.custom import list_scorers
+    from skillopt.harness.registry import list_harnesses
+
     table = Table()
-    table.add_column("name")
-    table.add_column("tasks")
-    table.add_column("description")
+    for col in ("name", "tasks", "from", "description"):
+        table.add_column(col)
     for info in list_benchmarks():
-        table.add_row(info.name, str(getattr(info, "size", None) or "-"), info.description)
+        table.add_row(info.name, str(info.size or "-"), info.origin, info.description)
     out.print(table)
+    out.print(f"scorers (benchmark_options.scorer): {', '.join(list_scorers())}", markup=False)
+    out.print(f"harnesses: {', '.join(h.name for h in list_harnesses())}", markup=False)
 
 
 @bench_app.command("show", help="Show a benchmark's splits and a sample task.\n\nExample: skillopt benchmarks show gsm8k")
@@ -50,7 +54,7 @@ def make_swe(
     version: str = typer.Option(None, "--version", help="Version (default: the latest)."),
     count: int = typer.Option(12, "--count", help="How many tasks to make at most."),
     seed: int = typer.Option(0, "--seed", help="Seed of the mutation order."),
-    out_dir: Path = typer.Option(None, "--out", help="Folder of tasks.jsonl and the bundles "
+    out_dir: Path = typer.Option(None, "-o", "--output", "--out", help="Folder of tasks.jsonl and the bundles "
                                                      "(default: the shipped benchmarks/swe_local)."),
     sdist: Path = typer.Option(None, "--sdist", help="Use this sdist instead of downloading one."),
     tests: list[str] = typer.Option(None, "--tests", help="Test paths to run (default: found in the sdist)."),
@@ -86,7 +90,7 @@ def build_images(
                                                  "(it needs python3, pytest, git and patch)."),
     mirror: str = typer.Option(None, "--mirror", help="Debian mirror for debootstrap (default: apt's own)."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Build instance images again even when up to date."),
-    rows_out: Path = typer.Option(None, "--out", help="Also write the SWE-bench rows (image, eval_script, ...) here."),
+    rows_out: Path = typer.Option(None, "-o", "--output", "--out", help="Also write the SWE-bench rows (image, eval_script, ...) here."),
 ) -> None:
     from skillopt.benchmarks.swe_grading import load_instances
     from skillopt.benchmarks.swe_images import build_images as build

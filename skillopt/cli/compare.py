@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.markup import escape
@@ -26,57 +25,39 @@ reusing every rollout any run under --runs-dir already has.
 Example: skillopt compare RUN:seed RUN:best --diff   |   skillopt compare RUN:best my/SKILL.md --format markdown""")
 def compare(
     refs: list[str] = typer.Argument(..., help="Two or more skills: RUN, RUN:vN, RUN:best or a SKILL.md path."),
-    split: list[str] = typer.Option(None, "--split", help="Split to compare (repeatable): train | val | test | all. "
-                                                          "Default: val and test."),
+    split: list[str] = typer.Option(None, "--split", show_default="val and test",
+                                    help="Split to compare (repeatable): train | val | test | all."),
     fmt: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
+    as_json: bool = typer.Option(False, "--json", help="Same as --format json."),
     diff: bool = typer.Option(False, "--diff", help="Add a unified diff of each skill against the first."),
-    benchmark: str = typer.Option(None, "--benchmark", "-b", help="Benchmark for scoring skill files."),
-    harness: str = typer.Option(None, "--harness", help="Harness for scoring skill files."),
-    target_model: str = typer.Option(None, "--target_model", "--target-model", help="Target for scoring skill files."),
-    trials: int = typer.Option(None, "--trials", help="Trials per task when scoring skill files."),
-    concurrency: int = typer.Option(None, "--concurrency"),
-    config: Path = typer.Option(None, "--config", help="YAML config for scoring skill files."),
-    overrides: list[str] = typer.Option(None, "--set", help="Dotted override for scoring skill files."),
+    benchmark: str = typer.Option(None, "--benchmark", "-b", show_default="the first run's",
+                                  help="Benchmark for scoring skill files."),
+    harness: str = typer.Option(None, "--harness", show_default="the first run's", help="Harness for scoring skill files."),
+    target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="the first run's",
+                                     help="Target for scoring skill files."),
+    trials: int = typer.Option(None, "--trials", show_default="1", help="Trials per task when scoring skill files."),
+    concurrency: int = typer.Option(None, "--concurrency", show_default="4", help="Rollouts in flight."),
+    config: Path = typer.Option(None, "--config", show_default="none", help="YAML config for scoring skill files."),
+    overrides: list[str] = typer.Option(None, "--set", show_default="none", help="Dotted override for scoring skill files."),
     bootstrap: int = typer.Option(10000, "--bootstrap", help="Resamples of the paired bootstrap."),
     seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Score skill files with agents unsandboxed."),
 ) -> None:
-    from skillopt.report.compare import compare_skills, run_entry, unique_labels
-    from skillopt.report.scoring import current_data_hash
-    from skillopt.store.refs import resolve_skill_ref
+    from skillopt.api import compare as compare_api
+    from skillopt.cli.progress import ProgressView
 
+    fmt = "json" if as_json else fmt
     if fmt not in FORMATS:
         raise BadInput(f"unknown format {fmt!r}: use {', '.join(FORMATS)}")
-    if len(refs) < 2:
-        raise BadInput("compare needs at least two skills (e.g. skillopt compare RUN:seed RUN:best)")
-    splits = list(dict.fromkeys(split or ["val", "test"]))
-    for s in splits:
-        if s not in ("train", "val", "test", "all"):
-            raise BadInput(f"unknown split {s!r}: use train, val, test or all")
-    if bootstrap < 100:
-        raise BadInput("--bootstrap must be at least 100")
-    resolved = [resolve_skill_ref(r, Globals.runs_dir) for r in refs]
-    labels = unique_labels([r.label for r in resolved])
-    first_run = next((r.run for r in resolved if r.run is not None), None)
-    data = []
-    hashes: dict[str, tuple[str, str | None]] = {}
-    notes: list[str] = []
-    for ref, label in zip(resolved, labels):
-        if ref.run is not None:
-            d = run_entry(ref, splits, label)
-            cfg = ref.run.read_config()
-            key = repr(sorted((k, repr(cfg.get(k))) for k in ("benchmark", "splits", "benchmark_options")))
-            if key not in hashes:
-                hashes[key] = current_data_hash(cfg)
-            d.entry.current_data_hash, why = hashes[key]
-            if why and why not in notes:
-                notes.append(why)
-        else:
-            d = _score_file(ref, label, splits, first_run, benchmark, harness, target_model, trials, concurrency,
-                            config, overrides, no_sandbox)
-        data.append(d)
-    cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
-    cmp.notes += notes
+    view = ProgressView()
+    try:
+        cmp = compare_api(*refs, splits=split or ["val", "test"], diff=diff, benchmark=benchmark,
+                          config=config or Globals.config, set=list(overrides or []), runs_dir=Globals.runs_dir,
+                          env=load_env(), listeners=[view], bootstrap=bootstrap, seed=seed, trials=trials,
+                          harness=harness, target_model=target_model, concurrency=concurrency,
+                          sandbox=False if no_sandbox else None)
+    finally:
+        view.stop()
     if fmt == "json":
         typer.echo(cmp.model_dump_json(indent=2))
     elif fmt == "markdown":
@@ -85,31 +66,6 @@ def compare(
         typer.echo(compare_markdown(cmp))
     else:
         _print_tables(cmp)
-
-
-def _score_file(ref, label, splits, first_run, benchmark, harness, target_model, trials, concurrency, config,
-                overrides, no_sandbox):
-    from skillopt.cli.progress import ProgressView
-    from skillopt.cli.run import scoring_config
-    from skillopt.engine.settings import scoring_layer
-    from skillopt.models.types import ProviderEnv
-    from skillopt.report.scoring import score_file
-
-    env = ProviderEnv.from_environ(load_env())
-    layers: list[dict[str, Any]] = []
-    if first_run is not None:
-        layers.append(scoring_layer(first_run.read_config()))
-    elif not benchmark:
-        raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (and --target_model), "
-                       "or compare it with a run whose settings it should use")
-    cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
-                         target_model=target_model, gate__trials=trials, train__concurrency=concurrency,
-                         sandbox=False if no_sandbox else None)
-    view = ProgressView()
-    try:
-        return score_file(ref, cfg, splits, Globals.runs_dir, env, [view], label)
-    finally:
-        view.stop()
 
 
 def _print_tables(cmp) -> None:

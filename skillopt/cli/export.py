@@ -18,8 +18,9 @@ codex-skill: DIR/<name>/SKILL.md, for .agents/skills/.
 
 agents-md: DIR/<name>/AGENTS.md, a section to paste into AGENTS.md or CLAUDE.md.
 
-plugin: DIR/<plugin>/ with .claude-plugin/plugin.json (and marketplace.json) and skills/<name>/SKILL.md,
-a Claude Code plugin.
+plugin: DIR/<plugin>/ with .claude-plugin/plugin.json (and marketplace.json), .codex-plugin/plugin.json (and
+.agents/plugins/marketplace.json) and skills/<name>/SKILL.md: a Claude Code plugin and a Codex plugin, each
+folder its own local marketplace. The manifests carry --license (else the skill's own, else UNLICENSED).
 
 skillopt's markers are stripped, the name and description are checked against the agents' rules, and
 provenance.json records the run, version, benchmark, target model and scores.
@@ -28,11 +29,12 @@ Example: skillopt export RUN --format claude-skill --out .claude/skills""")
 def export(
     ref: str = typer.Argument(..., help="RUN (its best version), RUN:vN, RUN:best or a SKILL.md path."),
     fmt: str = typer.Option(..., "--format", "-f", help=" | ".join(FORMATS)),
-    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write into."),
+    out_dir: Path = typer.Option(..., "-o", "--output", "--out", help="Folder to write into."),
     name: str = typer.Option(None, "--name", help="Skill name to export under (default: the skill's own)."),
     description: str = typer.Option(None, "--description", help="Replace the skill's description."),
     plugin_name: str = typer.Option(None, "--plugin-name", help="Plugin name (plugin format; default: the skill name)."),
-    license: str = typer.Option(None, "--license", help="SPDX license id for the plugin manifest (plugin format)."),
+    license: str = typer.Option(None, "--license", show_default="the skill's license, else UNLICENSED",
+                                help="SPDX license id for the plugin manifests (plugin format)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing export."),
 ) -> None:
     from skillopt.report.export import export_skill, provenance_for

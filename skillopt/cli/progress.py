@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from skillopt.cli.app import console, out
@@ -13,33 +15,77 @@ from skillopt.store.records import RunSummary, SplitScore
 
 
 class ProgressView:
+    """Progress of a run on stderr: the run (step k/N, its ETA, rollouts, errors and cost so far) and
+    the phase under way (baseline, a step's rollouts, a screen, a gate), each with its own bar."""
+
     def __init__(self, verbose: bool = False):
         self.verbose = verbose
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True)
+                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[status]}"), console=console, transient=True)
         self.task = None
+        self.run_task = None
+        self.total_steps: int | None = None
+        self.step = 0
+        self.rollouts = self.errors = 0
+        self.cost: float | None = 0.0  # None: some call had tokens but no known price
+        self.base_cost: float | None = 0.0  # at the last step's end (every role, from the meter)
+        self.base_rollouts = 0
+
+    def _status(self) -> str:
+        cost = "cost unknown" if self.cost is None or self.base_cost is None else f"${self.base_cost + self.cost:.4f}"
+        errors = f", {self.errors} errored" if self.errors else ""
+        return f"{self.base_rollouts + self.rollouts} rollouts{errors}, {cost}"
+
+    def _refresh_run(self) -> None:
+        if self.run_task is not None:
+            of = f"/{self.total_steps}" if self.total_steps else ""
+            self.progress.update(self.run_task, description=f"step {self.step}{of}", completed=self.step,
+                                 status=self._status())
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             verb = "resuming" if event.resumed else "run"
             console.print(f"{verb} {event.run_id}")
+            self.total_steps, self.step = event.total_steps, event.step
             self.progress.start()
+            if self.total_steps:
+                self.run_task = self.progress.add_task("", total=self.total_steps, completed=self.step, status="")
+                self._refresh_run()
         elif isinstance(event, PhaseStarted):
             if self.task is not None:
                 self.progress.remove_task(self.task)
-            self.task = self.progress.add_task(event.name, total=event.total)
-        elif isinstance(event, RolloutDone) and self.task is not None:
-            self.progress.advance(self.task)
+            self.task = self.progress.add_task(f"  {event.name}", total=event.total, status="")
+        elif isinstance(event, RolloutDone):
+            if not event.cached:
+                self.rollouts += 1
+                self.errors += event.record.errored
+                c = event.record.cost_usd
+                if c is None and (event.record.input_tokens or event.record.output_tokens):
+                    self.cost = None
+                elif self.cost is not None:
+                    self.cost += c or 0.0
+            if self.task is not None:
+                t = self.progress.tasks[[x.id for x in self.progress.tasks].index(self.task)]
+                if t.total is not None and t.completed >= t.total:  # more rollouts than announced: say so
+                    self.progress.update(self.task, total=t.completed + 1)
+                self.progress.advance(self.task)
+            self._refresh_run()
         elif isinstance(event, VersionSaved) and event.gate is not None:
             g = event.gate
             mark = "[green]accept[/]" if g.accepted else "[red]reject[/]"
             self.progress.console.print(f"  gate {event.version.label}: {mark} - {escape(g.reason)}")
         elif isinstance(event, StepDone):
             m = event.metrics
+            self.step = m["step"]
+            self.base_cost = None if m.get("cost_unknown") else float(m.get("cost_usd") or 0.0)
+            self.base_rollouts, self.rollouts, self.cost = int(m.get("rollouts") or 0), 0, 0.0
+            of = f"/{self.total_steps}" if self.total_steps else ""
             self.progress.console.print(
-                f"step {m['step']} (epoch {m['epoch'] + 1}): train {m['train_hard']:.3f}, "
-                f"{m.get('proposed', 0)} proposed, {m.get('selected', 0)} selected, "
-                f"decision {m.get('decision') or 'none'}, val {_f(m.get('val'))}")
+                f"step {m['step']}{of} (epoch {m['epoch'] + 1}): train {m['train_hard']:.3f}, "
+                f"{m.get('candidates', 0)} candidates, {m.get('selected', 0)} gated, "
+                f"decision {m.get('decision') or 'none'}, val {_f(m.get('val'))}; {self._status()}")
+            self._refresh_run()
         elif isinstance(event, Note):
             self.progress.console.print(f"  {event.text}", markup=False)
         elif isinstance(event, RunFinished):
@@ -95,4 +141,30 @@ def print_summary(s: RunSummary) -> None:
                       cost_text(t.cost_usd, t.input_tokens + t.output_tokens))
     out.print(usage)
     if s.stop_reason:
-        out.print(f"stopped: {s.stop_reason} (resume with: skillopt run --resume {s.run_id})")
+        out.print(f"{s.status}: {s.stop_reason}", markup=False)
+
+
+EXPORT_FOR = {"claude-code": "claude-skill", "codex": "codex-skill"}
+
+
+def next_commands(s: RunSummary, runs_dir: Path) -> list[str]:
+    """The exact commands worth running after a run ended, for its status."""
+    rd = "" if runs_dir == Path("runs") else f" --runs-dir {runs_dir}"
+    rid = s.run_id
+    if s.status == "stopped":
+        return [f"skillopt run --resume {rid}{rd}   (raise the budget with --max-rollouts / --max-cost-usd)",
+                f"skillopt report {rid}{rd} -o {rid}.html"]
+    if s.status == "failed":
+        return [f"skillopt runs show {rid}{rd}", f"skillopt traces show {rid} TASK{rd}"]
+    fmt = EXPORT_FOR.get(s.harness, "agents-md")
+    where = {"claude-skill": ".claude/skills", "codex-skill": ".agents/skills"}.get(fmt, "skills-out")
+    return [f"skillopt report {rid}{rd} -o {rid}.html",
+            f"skillopt compare {rid}:seed {rid}:best --diff{rd}",
+            f"skillopt export {rid}{rd} --format {fmt} -o {where}"]
+
+
+def print_next_steps(s: RunSummary, run_dir: Path, runs_dir: Path) -> None:
+    out.print(f"run folder: {run_dir}", markup=False, highlight=False)
+    out.print("next:", markup=False)
+    for c in next_commands(s, runs_dir):
+        out.print(f"  {c}", markup=False, highlight=False)

@@ -19,7 +19,7 @@ from the seed. HTML is one self-contained file (inline SVG, no scripts, no netwo
 Example: skillopt report RUN -o report.html   |   skillopt report RUN --format markdown -o report.md""")
 def report(
     run: str = typer.Argument(..., help="The run id."),
-    output: Path = typer.Option(None, "--output", "-o", help="File to write (default: RUN/report.html or report.md "
+    output: Path = typer.Option(None, "-o", "--output", "--out", help="File to write (default: RUN/report.html or report.md "
                                                              "in the run folder; '-' prints to stdout)."),
     fmt: str = typer.Option(None, "--format", "-f", help="html | markdown (default: from the file name, else html)."),
 ) -> None:

@@ -1,189 +1,134 @@
-"""`skillopt run` and `skillopt eval`."""
+"""`skillopt run` and `skillopt eval`: thin layers over `skillopt.train` and `skillopt.evaluate`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from skillopt.cli.app import Globals, app, console, load_env, protect
-from skillopt.cli.progress import ProgressView, print_summary
-from skillopt.config import PRESETS, load_yaml, parse_override, resolve_config
-from skillopt.models.types import ProviderEnv
-
-LOCAL_DEFAULT = "local:qwen2.5-coder-0.5b"
-LOCAL_OPTIMIZER = "local:qwen2.5-coder-1.5b"
+from skillopt.cli.app import EXIT_FAILED, EXIT_STOPPED, Globals, app, console, load_env, out
+from skillopt.cli.progress import ProgressView, print_next_steps, print_summary
+from skillopt.config import FLAG_SETTINGS, PRESETS, default_of
 
 
-def default_models(env: ProviderEnv) -> tuple[str, str, str | None]:
-    """(target, optimizer, note) when the user named none: a provider with a key, else the local model."""
-    if env.openai_api_key:
-        return "openai:gpt-5-mini", "openai:gpt-5", "no model given: using openai:gpt-5-mini (target) and openai:gpt-5 (optimizer)"
-    if env.anthropic_api_key:
-        return ("anthropic:claude-haiku-4-5", "anthropic:claude-sonnet-4-5",
-                "no model given: using anthropic:claude-haiku-4-5 (target) and anthropic:claude-sonnet-4-5 (optimizer)")
-    return (LOCAL_DEFAULT, LOCAL_OPTIMIZER,
-            f"no API key set: using the embedded local models {LOCAL_DEFAULT} (target) and {LOCAL_OPTIMIZER} (optimizer)")
+def shown(flag: str) -> str:
+    """The default of the setting a flag sets, as `--help` shows it."""
+    value = default_of(FLAG_SETTINGS[flag])
+    if value is None or value == "":
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _flags(**values: Any) -> dict[str, Any]:
-    """CLI flags as a config layer; None means 'not given'."""
-    layer: dict[str, Any] = {}
-    for dotted, value in values.items():
-        if value is None:
-            continue
-        node = layer
-        parts = dotted.split("__")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return layer
+MODEL_DEFAULTS = ("When only one of the two is given, the other is the same model (for a local: model, the local "
+                  "default of the other role); with neither, a provider whose key is set (named in a note), else "
+                  "the embedded local models.")
 
 
 @app.command(help="""Train a skill: rollouts on train batches, reflection, gated edits, epochs.
 
-Example: skillopt run --benchmark gsm8k --harness chat --target_model openai:gpt-5-mini --optimizer_model openai:gpt-5""")
+Settings come from defaults < --preset < --config < --set < flags. Every other setting (see
+`skillopt config show`) is reached with --set section.key=value.
+
+Exit codes: 0 finished, 1 failed, 2 bad input, 3 stopped by a budget (resume it), 130 interrupted.
+
+Example: skillopt run --benchmark gsm8k --harness chat --target-model openai:gpt-5-mini --optimizer-model openai:gpt-5""")
 def run(
-    benchmark: str = typer.Option(None, "--benchmark", "-b", help="Benchmark name or a QA .jsonl path."),
-    harness: str = typer.Option(None, "--harness", help="chat | claude-code | codex"),
-    target_model: str = typer.Option(None, "--target_model", "--target-model", help="Model spec of the agent."),
-    optimizer_model: str = typer.Option(None, "--optimizer_model", "--optimizer-model", help="Model spec of the optimizer."),
-    skill: Path = typer.Option(None, "--skill", help="Seed SKILL.md (default: skills/<benchmark>/SKILL.md)."),
-    config: Path = typer.Option(None, "--config", help="YAML config file."),
-    preset: str = typer.Option(None, "--preset", help=f"Settings preset: {', '.join(PRESETS)}."),
-    resume: str = typer.Option(None, "--resume", help="Continue the run with this id."),
-    run_id: str = typer.Option(None, "--run-id", help="Name the new run."),
-    epochs: int = typer.Option(None, "--epochs"),
-    batch_size: int = typer.Option(None, "--batch-size"),
-    concurrency: int = typer.Option(None, "--concurrency"),
-    trials: int = typer.Option(None, "--trials"),
-    learning_rate: int = typer.Option(None, "--learning-rate", help="Edits allowed per step."),
-    schedule: str = typer.Option(None, "--schedule", help="constant | linear | cosine"),
-    train_size: int = typer.Option(None, "--train-size"),
-    val_size: int = typer.Option(None, "--val-size"),
-    test_size: int = typer.Option(None, "--test-size"),
-    split_seed: int = typer.Option(None, "--split-seed"),
-    max_cost_usd: float = typer.Option(None, "--max-cost-usd"),
-    max_rollouts: int = typer.Option(None, "--max-rollouts"),
-    max_tokens: int = typer.Option(None, "--max-tokens", help="Budget of tokens for the whole run."),
-    harness_mode: str = typer.Option(None, "--harness-mode", help="sdk | cli | auto (agent harnesses)."),
-    overrides: list[str] = typer.Option(None, "--set", help="Dotted override, e.g. --set train.epochs=3."),
-    track: list[str] = typer.Option(None, "--track", help="Mirror the run into a tracker: mlflow."),
-    tracking_uri: str = typer.Option(None, "--tracking-uri",
-                                      help="Tracker URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)."),
-    no_sandbox: bool = typer.Option(False, "--no-sandbox",
+    benchmark: str = typer.Option(None, "--benchmark", "-b", show_default=shown("benchmark"),
+                                  help="Benchmark name (case-insensitive) or a QA .jsonl path."),
+    harness: str = typer.Option(None, "--harness", show_default=shown("harness"), help="chat | claude-code | codex"),
+    target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="see below",
+                                     help="Model spec of the agent, e.g. openai:gpt-5-mini. " + MODEL_DEFAULTS),
+    optimizer_model: str = typer.Option(None, "--optimizer-model", "--optimizer_model", show_default="see --target-model",
+                                        help="Model spec of the optimizer, e.g. openai:gpt-5."),
+    skill: Path = typer.Option(None, "--skill", show_default="skills/<benchmark>/SKILL.md", help="Seed SKILL.md."),
+    config: Path = typer.Option(None, "--config", show_default="none", help="YAML config file."),
+    preset: str = typer.Option(None, "--preset", show_default="none", help=f"Settings preset: {', '.join(PRESETS)}."),
+    resume: str = typer.Option(None, "--resume", show_default="none", help="Continue the run with this id."),
+    run_id: str = typer.Option(None, "--run-id", show_default="<time>-<benchmark>-<random>", help="Name the new run."),
+    epochs: int = typer.Option(None, "--epochs", show_default=shown("epochs"), help="Passes over the train split."),
+    batch_size: int = typer.Option(None, "--batch-size", show_default=shown("batch_size"),
+                                   help="Train tasks per step."),
+    concurrency: int = typer.Option(None, "--concurrency", show_default=shown("concurrency"),
+                                    help="Rollouts in flight at once."),
+    trials: int = typer.Option(None, "--trials", show_default=shown("trials"), help="Rollouts per train task."),
+    learning_rate: int = typer.Option(None, "--learning-rate", show_default=shown("learning_rate"),
+                                      help="Edits one candidate may make."),
+    schedule: str = typer.Option(None, "--schedule", show_default=shown("schedule"),
+                                 help="Learning-rate schedule: constant | linear | cosine."),
+    train_description: bool = typer.Option(None, "--train-description/--no-train-description",
+                                           show_default=shown("train_description"),
+                                           help="Also train the skill's description (whether agents load the skill)."),
+    train_size: int = typer.Option(None, "--train-size", show_default=shown("train_size"), help="Tasks in the train split."),
+    val_size: int = typer.Option(None, "--val-size", show_default=shown("val_size"),
+                                 help="Tasks in the validation split (the gate's; 20+ recommended)."),
+    test_size: int = typer.Option(None, "--test-size", show_default=shown("test_size"),
+                                  help="Tasks in the sealed test split."),
+    split_seed: int = typer.Option(None, "--split-seed", show_default=shown("split_seed"), help="Seed of the split assignment."),
+    max_cost_usd: float = typer.Option(None, "--max-cost-usd", show_default="no limit",
+                                       help="Stop at this cost (every model needs a known price)."),
+    max_rollouts: int = typer.Option(None, "--max-rollouts", show_default="no limit", help="Stop after this many rollouts."),
+    max_tokens: int = typer.Option(None, "--max-tokens", show_default="no limit", help="Stop after this many tokens, all roles."),
+    harness_mode: str = typer.Option(None, "--harness-mode", show_default="auto", help="sdk | cli | auto (agent harnesses)."),
+    overrides: list[str] = typer.Option(None, "--set", show_default="none",
+                                        help="Dotted override, repeatable, e.g. --set gate.alpha=0.1."),
+    track: list[str] = typer.Option(None, "--track", show_default="none", help="Mirror the run into a tracker: mlflow."),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", show_default="$MLFLOW_TRACKING_URI, else ./mlruns",
+                                     help="Tracker URI."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", show_default="sandboxed",
                                     help="Run agents (and tests of their code) without the bubblewrap sandbox."),
 ) -> None:
-    from skillopt.engine.listeners import IndexWriter, MetricsWriter
-    from skillopt.engine.run import train
-    from skillopt.report.tracking import make_tracker
-    from skillopt.store.run import RunStore
+    from skillopt.api import train
 
-    environ = load_env()
-    env = ProviderEnv.from_environ(environ)
-    runs_dir = Globals.runs_dir
-    layers: list[dict[str, Any]] = []
-    if resume:
-        layers.append(RunStore.open(runs_dir, resume).read_config())
-    if preset:
-        if preset not in PRESETS:
-            raise_bad(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
-        layers.append(PRESETS[preset])
-    for path in (Globals.config, config):
-        if path:
-            layers.append(load_yaml(path))
-    layers += [parse_override(o) for o in overrides or []]
-    layers.append(_flags(
-        benchmark=benchmark, harness=harness, target_model=target_model, optimizer_model=optimizer_model,
-        seed_skill=str(skill) if skill else None, run_id=run_id, train__epochs=epochs,
-        train__batch_size=batch_size, train__concurrency=concurrency, train__trials=trials,
-        train__learning_rate__initial=learning_rate, train__learning_rate__schedule=schedule,
-        splits__train=train_size, splits__val=val_size, splits__test=test_size, splits__seed=split_seed,
-        budget__max_cost_usd=max_cost_usd, budget__max_rollouts=max_rollouts, budget__max_tokens=max_tokens,
-        harness_options__mode=harness_mode, sandbox=False if no_sandbox else None,
-    ))
-    cfg = protect(resolve_config(*layers))
-    if not cfg.target_model or not cfg.optimizer_model:
-        t, o, note = default_models(env)
-        cfg = cfg.model_copy(update={"target_model": cfg.target_model or t,
-                                     "optimizer_model": cfg.optimizer_model or o})
-        if note:
-            console.print(note)
-    uri = tracking_uri or environ.get("MLFLOW_TRACKING_URI")
-    trackers = [make_tracker(name, runs_dir, uri) for name in track or []]
     view = ProgressView(Globals.verbose)
     try:
-        summary = train(cfg, runs_dir, env, [view, MetricsWriter(runs_dir), IndexWriter(runs_dir), *trackers],
-                        resume=resume)
+        result = train(
+            config=config or Globals.config, preset=preset, set=list(overrides or []), resume=resume,
+            runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], track=list(track or []),
+            tracking_uri=tracking_uri, benchmark=benchmark, harness=harness, target_model=target_model,
+            optimizer_model=optimizer_model, skill=str(skill) if skill else None, run_id=run_id, epochs=epochs,
+            batch_size=batch_size, concurrency=concurrency, trials=trials, learning_rate=learning_rate,
+            schedule=schedule, train_description=train_description, train_size=train_size, val_size=val_size,
+            test_size=test_size, split_seed=split_seed, max_cost_usd=max_cost_usd, max_rollouts=max_rollouts,
+            max_tokens=max_tokens, harness_mode=harness_mode, sandbox=False if no_sandbox else None)
     finally:
         view.stop()
-    print_summary(summary)
-    if summary.status == "failed":
-        console.print(f"error: the run failed: {summary.stop_reason}")
-        raise typer.Exit(1)
+    print_summary(result.summary)
+    print_next_steps(result.summary, result.run_dir, Globals.runs_dir)
+    if result.status == "failed":
+        console.print(f"error: the run failed: {result.summary.stop_reason}")
+        raise typer.Exit(EXIT_FAILED)
+    if result.status == "stopped":
+        raise typer.Exit(EXIT_STOPPED)
 
 
-def scoring_config(layers: list[dict[str, Any]], config: Path | None, overrides: list[str] | None,
-                   env: ProviderEnv, **flags: Any):
-    """The config for scoring a skill (eval, compare): base layers, then config files, `--set`
-    overrides and flags; the default target when none is named."""
-    for path in (Globals.config, config):
-        if path:
-            layers.append(load_yaml(path))
-    layers += [parse_override(o) for o in overrides or []]
-    layers.append(_flags(**flags))
-    cfg = protect(resolve_config(*layers))
-    if not cfg.target_model:
-        t, _, note = default_models(env)
-        cfg = cfg.model_copy(update={"target_model": t})
-        console.print(note)
-    return cfg
+@app.command("eval", help="""Score one skill on one split (an evaluation run; rollouts any run already has are reused).
 
-
-def raise_bad(message: str) -> None:
-    from skillopt.errors import BadInput
-
-    raise BadInput(message)
-
-
-@app.command("eval", help="""Score one skill on one split.
-
-Example: skillopt eval --skill runs/RUN/best_skill.md --benchmark gsm8k --split test --target_model openai:gpt-5-mini""")
+Example: skillopt eval --skill runs/RUN/best_skill.md --benchmark gsm8k --split test --target-model openai:gpt-5-mini""")
 def eval_(
     skill: str = typer.Option(..., "--skill", help="PATH, RUN, RUN:vN or RUN:best."),
-    benchmark: str = typer.Option(None, "--benchmark", "-b"),
+    benchmark: str = typer.Option(None, "--benchmark", "-b", show_default="the run's, else gsm8k",
+                                  help="Benchmark name or a QA .jsonl path."),
     split: str = typer.Option("test", "--split", help="train | val | test | all"),
-    harness: str = typer.Option(None, "--harness"),
-    target_model: str = typer.Option(None, "--target_model", "--target-model"),
-    trials: int = typer.Option(None, "--trials"),
-    concurrency: int = typer.Option(None, "--concurrency"),
-    config: Path = typer.Option(None, "--config"),
-    overrides: list[str] = typer.Option(None, "--set"),
+    harness: str = typer.Option(None, "--harness", show_default="the run's, else chat", help="chat | claude-code | codex"),
+    target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="the run's",
+                                     help="Model spec of the agent."),
+    trials: int = typer.Option(None, "--trials", show_default="1", help="Rollouts per task."),
+    concurrency: int = typer.Option(None, "--concurrency", show_default=shown("concurrency"), help="Rollouts in flight."),
+    config: Path = typer.Option(None, "--config", show_default="none", help="YAML config file."),
+    overrides: list[str] = typer.Option(None, "--set", show_default="none", help="Dotted override, repeatable."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run agents without the bubblewrap sandbox."),
 ) -> None:
-    from skillopt.engine.evaluate import evaluate_skill
-    from skillopt.store.refs import resolve_skill_ref
+    from skillopt.api import evaluate
 
-    environ = load_env()
-    env = ProviderEnv.from_environ(environ)
-    ref = resolve_skill_ref(skill, Globals.runs_dir)
-    layers: list[dict[str, Any]] = []
-    if ref.run is not None:
-        from skillopt.engine.settings import scoring_layer
-
-        layers.append(scoring_layer(ref.run.read_config()))
-    cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
-                         target_model=target_model, gate__trials=trials, train__concurrency=concurrency,
-                         sandbox=False if no_sandbox else None)
-    if split not in ("train", "val", "test", "all"):
-        raise_bad(f"unknown split {split!r}: use train, val, test or all")
     view = ProgressView()
     try:
-        result = evaluate_skill(cfg, ref, split, Globals.runs_dir, env, [view])
+        result = evaluate(skill, benchmark, split=split, config=config or Globals.config, set=list(overrides or []),
+                          runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], harness=harness,
+                          target_model=target_model, concurrency=concurrency, trials=trials,
+                          sandbox=False if no_sandbox else None)
     finally:
         view.stop()
-    from skillopt.cli.app import out
+    trigger = f", skill loaded in {result.trigger.text()}" if result.trigger else ""
+    out.print(f"{result.label} on {result.benchmark} {split}: hard {result.score.hard:.3f}, soft {result.score.soft:.3f} "
+              f"(n={result.score.n}, {result.cached} cached{trigger})  [{result.run_id}]", markup=False)
 
-    out.print(f"{ref.label} on {cfg.benchmark} {split}: hard {result.score.hard:.3f}, soft {result.score.soft:.3f} "
-              f"(n={result.score.n}, {result.cached} cached)  [{result.run_id}]")

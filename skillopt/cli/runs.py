@@ -2,79 +2,41 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import typer
 from rich.table import Table
 
 from skillopt.cli.app import Globals, app, new_app, out
-from skillopt.store.run import RunStore
+from skillopt.report.runs_list import run_rows
 
 runs_app = new_app("List runs and show one run's skill versions and decisions.")
 app.add_typer(runs_app, name="runs")
 
 
-def _all_runs():
-    root = Globals.runs_dir
-    return sorted((p.parent for p in root.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
+@runs_app.command("list", help="""List runs under --runs-dir, oldest first, with their whole ids (every other
+command takes one).
 
-
-@runs_app.command("list", help="List runs under --runs-dir.\n\nExample: skillopt runs list")
-def list_() -> None:
-    table = Table()
-    for col in ("run", "status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best", "updated"):
-        table.add_column(col)
-    indexed = _indexed_runs()
-    for path in _all_runs():
-        if path.name in indexed:  # finished runs: one row of the index, no file of the run read
-            table.add_row(*indexed[path.name],
-                          time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)))
-            continue
-        store = RunStore(path)
-        cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
-        val = test = "-"
-        if summary:
-            sc = summary.scores
-            seed_val, best_val = (sc.get("seed") or {}).get("val"), (sc.get("best") or {}).get("val")
-            best_test = (sc.get("best") or {}).get("test")
-            val = f"{seed_val.hard:.3f} -> {best_val.hard:.3f}" if seed_val and best_val else "-"
-            test = f"{best_test.hard:.3f}" if best_test else "-"
-        status = cfg.get("mode", "train") + ":" + (state.status if state else "new")
-        table.add_row(path.name, status, str(cfg.get("benchmark")), str(cfg.get("harness")),
-                      str(cfg.get("target_model")), str(len(store.versions())), val, test,
-                      time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime)))
-    out.print(table)
-
-
-def _indexed_runs() -> dict[str, tuple[str, ...]]:
-    """The `runs list` cells of every run the index knows as finished (its summary is in the index)."""
-    import json
-
-    from skillopt.store.index import RunIndex
-    from skillopt.store.records import RunSummary
-
-    db = Globals.runs_dir / "skillopt.db"
-    if not db.exists():
-        return {}
-    index = RunIndex(db)
-    try:
-        counts = index.version_counts()
-        rows = {}
-        for r in index.runs():
-            if r["status"] != "finished" or not r["summary_json"]:
-                continue
-            cfg, s = json.loads(r["config_json"] or "{}"), RunSummary.model_validate_json(r["summary_json"])
-            sc = s.scores
-            seed_val, best_val = (sc.get("seed") or {}).get("val"), (sc.get("best") or {}).get("val")
-            best_test = (sc.get("best") or {}).get("test")
-            rows[r["run_id"]] = (
-                r["run_id"], f"{cfg.get('mode', 'train')}:finished", str(cfg.get("benchmark")), str(cfg.get("harness")),
-                str(cfg.get("target_model")), str(counts.get(r["run_id"], 0)),
-                f"{seed_val.hard:.3f} -> {best_val.hard:.3f}" if seed_val and best_val else "-",
-                f"{best_test.hard:.3f}" if best_test else "-")
-        return rows
-    finally:
-        index.close()
+Example: skillopt runs list   |   skillopt runs list --json""")
+def list_(as_json: bool = typer.Option(False, "--json", help="Print the runs as a JSON list.")) -> None:
+    rows = run_rows(Globals.runs_dir)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("run", no_wrap=True, min_width=max([len(r.run_id) for r in rows] + [3]))
+    for col in ("status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best", "updated"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        val = f"{r.seed_val:.3f} -> {r.best_val:.3f}" if r.seed_val is not None and r.best_val is not None else "-"
+        test = f"{r.best_test:.3f}" if r.best_test is not None else "-"
+        table.add_row(r.run_id, f"{r.mode}:{r.status}", str(r.benchmark), str(r.harness), str(r.target_model),
+                      str(r.versions), val, test, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated)))
+    if not rows:
+        out.print(f"no runs in {Globals.runs_dir}", markup=False)
+        return
+    out.print(table, width=max(out.width, max(len(r.run_id) for r in rows) + 110))  # ids whole, even when piped
 
 
 @runs_app.command("show", help="""Show a run's version tree (parent, origin, gate decision and its evidence,
@@ -110,7 +72,9 @@ def show(
 
 def _score_text(node) -> str:
     parts = [f"{s} {sc.hard:.3f} (n={sc.n})" for s, sc in node.scores.items()]
-    return ", ".join(parts) if parts else (node.note or "no scores")
+    text = ", ".join(parts) if parts else (node.note or "no scores")
+    loaded = [f"{s} {tr.text()}" for s, tr in node.trigger.items()]
+    return text + (f"; skill loaded: {', '.join(loaded)}" if loaded else "")
 
 
 def _print_tree(tree) -> None:
@@ -123,7 +87,8 @@ def _print_tree(tree) -> None:
               f"{', data ' + tree.data_hash if tree.data_hash else ''}", markup=False)
     if tree.status != "finished":
         out.print(f"note: the run is {tree.status}; this is what it has so far", markup=False)
-    out.print("versions (hard score on val / test from rollouts; gate evidence under each candidate):", markup=False)
+    out.print("versions (hard score on val / test from rollouts, and for agent harnesses the share of rollouts whose "
+              "agent loaded the skill; gate evidence under each candidate):", markup=False)
     by_version = {n.version: n for n in tree.nodes}
 
     def walk(n, prefix: str, last: bool, top: bool) -> None:
@@ -137,7 +102,7 @@ def _print_tree(tree) -> None:
         if n.gate is not None:
             out.print(f"{detail}gate {gate_evidence(n.gate)}", markup=False, highlight=False)
         for e in n.edits:
-            where = f" at {e.anchor!r}" if e.anchor else ""
+            where = " of the description" if e.part == "description" else f" at {e.anchor!r}" if e.anchor else ""
             out.print(f"{detail}edit {e.op}{where} ({e.status}): {e.rationale or e.text[:80]}",
                       markup=False, highlight=False)
         for i, k in enumerate(kids):
@@ -156,7 +121,7 @@ def _print_version(view, node, diff: bool) -> None:
               markup=False)
     out.print(f"scores (hard, from rollouts): {_score_text(node)}", markup=False)
     for e in node.edits:
-        where = f" at {e.anchor!r}" if e.anchor else ""
+        where = " of the description" if e.part == "description" else f" at {e.anchor!r}" if e.anchor else ""
         out.print(f"edit {e.op}{where} ({e.status}: {e.detail}); rationale: {e.rationale or '-'}; "
                   f"evidence: {', '.join(e.evidence) or '-'}", markup=False)
     g = node.gate

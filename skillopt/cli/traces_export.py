@@ -27,7 +27,7 @@ Example: skillopt traces export RUN --resolved-only --format parquet --out data/
 def export_command(
     runs: list[str] = typer.Argument(..., help="Run ids (folders under --runs-dir); RUN:vN also picks a version."),
     fmt: str = typer.Option("hf", "--format", help=f"Output format: {' | '.join(FORMATS)}."),
-    out_dir: Path = typer.Option(None, "--out", help="Output folder (default: <first run>/tokens/export-<format>)."),
+    out_dir: Path = typer.Option(None, "-o", "--output", "--out", help="Output folder (default: <first run>/tokens/export-<format>)."),
     resolved_only: bool = typer.Option(False, "--resolved-only", help="Only rollouts that solved their task."),
     version: int = typer.Option(None, "--version", help="Only rows of this skill version."),
     min_reward: float = typer.Option(None, "--min-reward", help="Only rows whose reward is at least this."),

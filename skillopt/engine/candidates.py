@@ -12,6 +12,7 @@ from skillopt.edits import apply_edits
 from skillopt.engine.events import Emitter, Note
 from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer
+from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.leakage import LeakageCheck
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
@@ -37,6 +38,9 @@ def build_proposers(ctx: Context) -> list[Proposer]:
         out.append(MergeProposer())
     if cfg.ablations_per_step > 0:
         out.append(AblationProposer(cfg.ablations_per_step))
+    if cfg.description:  # train.description: a new description when the agent did not load the skill
+        out.append(DescriptionProposer(ctx.models, ctx.optimizer, max_tokens=ctx.cfg.models.optimizer_max_tokens,
+                                       temperature=ctx.cfg.models.optimizer_temperature))
     return out
 
 

@@ -20,22 +20,32 @@ from skillopt.models import ProviderEnv
 from skillopt.store.index import RunIndex
 from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
+from skillopt.traces.trigger import TriggerRate, trigger_rate
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
 @dataclass(frozen=True)
 class EvalResult:
+    """An evaluation run: its id and folder, the skill's score on the split, how many rollouts were
+    reused, and (agent harnesses) the share of rollouts whose agent loaded the skill."""
+
     run_id: str
     score: SplitScore
     cached: int
+    run_dir: Path | None = None
+    label: str = ""  # the skill evaluated (RUN:vN, a path, a name)
+    benchmark: str = ""
+    trigger: TriggerRate | None = None
 
 
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
-                   listeners: list[Listener]) -> EvalResult:
+                   listeners: list[Listener], benchmark: Benchmark | None = None) -> EvalResult:
+    """Score `ref` on `split` as an evaluation run. `benchmark`: one built in Python instead of
+    `cfg.benchmark` by name."""
     specs = resolve_specs(cfg, env, need_optimizer=False)
     run_id = check_run_id(cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     check_skill_name(ref.skill)
-    with open_benchmark(cfg) as benchmark:
+    with open_benchmark(cfg, benchmark) as benchmark:
         check_splits(cfg, benchmark, (split,))
         parts = build_parts(cfg, benchmark, env, None)
         store = RunStore.create(runs_dir, run_id, lock=True)
@@ -78,7 +88,8 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     index.add_rollouts(store.run_id, records)  # one transaction
     index.mark_complete(store.run_id, store.root / "rollouts.jsonl")  # readers may use the index alone
     index.close()
-    return EvalResult(store.run_id, score, runner.cache_hits)
+    return EvalResult(store.run_id, score, runner.cache_hits, store.root, ref.label, cfg.benchmark,
+                      trigger_rate(records))
 
 
 def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], version: int) -> list[RolloutRecord]:

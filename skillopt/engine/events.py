@@ -15,6 +15,8 @@ class RunStarted:
     run_id: str
     config: dict[str, Any]
     resumed: bool
+    total_steps: int | None = None  # training runs: steps planned over all epochs
+    step: int = 0  # steps already done (a resumed run)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,13 @@ class GateSettings:
     deterministic: bool
     concurrency: int
     early_stop: bool = True
+    trigger_weight: float = 0.0  # agent harnesses: added to a rollout's value when its agent loaded the skill
+
+
+def pair_value(r: RolloutRecord, metric: str, trigger_weight: float = 0.0) -> float:
+    """What the gate and the screen compare: the score, plus `trigger_weight` when the agent loaded
+    the skill (`gate.trigger_weight`; 0: the score alone)."""
+    return getattr(r, metric) + (trigger_weight if trigger_weight and r.skill_used else 0.0)
 
 
 class PairFeed:
@@ -108,16 +115,23 @@ async def sequential_gate(runner: RolloutRunner, inc: Side, cand: Side, tasks: S
         **{**settings.test.__dict__, "interim_alpha": 0.0, "futility": 0.0, "curtail": False})
     gate = SequentialGate(SignTest(**{**test.__dict__, "planned": len(jobs)}), settings.metric)
     before = runner.executed
+    scores: list[tuple[float, float]] = []  # the metric alone (the pairs hold what was compared)
 
     def on_pair(task: Task, trial: int, a: RolloutRecord, b: RolloutRecord) -> None:
         if a.errored or b.errored:
             gate.skip(task.id)
-        else:
-            gate.add(task.id, getattr(a, settings.metric), getattr(b, settings.metric), trial=trial)
+        elif gate.decision() is None:
+            gate.add(task.id, pair_value(a, settings.metric, settings.trigger_weight),
+                     pair_value(b, settings.metric, settings.trigger_weight), trial=trial)
+            scores.append((getattr(a, settings.metric), getattr(b, settings.metric)))
 
     await PairFeed(runner, inc, cand, jobs, "val", settings.concurrency).run(on_pair, lambda: gate.decision() is not None)
     gate.close()
-    return gate.summary(cand.version, inc.version).model_copy(update={"rollouts": runner.executed - before})
+    update: dict = {"rollouts": runner.executed - before}
+    if settings.trigger_weight and scores:  # report scores, not scores plus the trigger bonus
+        update.update(incumbent_score=round(sum(a for a, _ in scores) / len(scores), 6),
+                      candidate_score=round(sum(b for _, b in scores) / len(scores), 6))
+    return gate.summary(cand.version, inc.version).model_copy(update=update)
 
 
 async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, tasks: Sequence[Task],
@@ -167,7 +181,7 @@ async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, task
 
 
 async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incumbent: dict[str, RolloutRecord],
-                 metric: str, trial: int = 0) -> ScreenResult:
+                 metric: str, trial: int = 0, trigger_weight: float = 0.0) -> ScreenResult:
     """The candidate on `tasks` against the incumbent's records there (this step's train rollouts)."""
     before = runner.executed
     records = await runner.run_many(cand.skill, cand.version, tasks, "train", 1, first_trial=trial)
@@ -178,8 +192,8 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
             errored += 1
             continue
         ids.append(t.id)
-        a.append(getattr(base, metric))
-        b.append(getattr(r, metric))
+        a.append(pair_value(base, metric, trigger_weight))
+        b.append(pair_value(r, metric, trigger_weight))
         changed += _reply(base) != _reply(r)
     return ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=changed, errored=errored,
                         rollouts=runner.executed - before)

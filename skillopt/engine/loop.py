@@ -73,7 +73,7 @@ class Trainer:
             test=SignTest(planned=len(self.val_order) * g.trials, alpha=g.alpha, interim_alpha=g.interim_alpha,
                           min_effect=g.min_effect, futility=g.futility),
             metric=g.metric, trials=g.trials, deterministic=ctx.deterministic, concurrency=cfg.train.concurrency,
-            early_stop=g.early_stop)
+            early_stop=g.early_stop, trigger_weight=g.trigger_weight)
         if state.rejected_buffer and not state.ledger.rejected:  # a run from before the ledger
             from skillopt.edits import Edit
 
@@ -137,8 +137,10 @@ class Trainer:
         if not self.ctx.cfg.train.screen:
             return
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
+        self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
         c.screen = await screen(self.ctx.runner, Side(c.version, self.ctx.store.skill(c.version)),  # type: ignore[arg-type]
-                                source, incumbent, self.ctx.cfg.gate.metric)
+                                source, incumbent, self.ctx.cfg.gate.metric,
+                                trigger_weight=self.ctx.cfg.gate.trigger_weight)
         if not c.screen.passed:
             c.status = "screened-out"
             c.note = f"screen: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
@@ -164,7 +166,7 @@ class Trainer:
         st, store = self.state, self.ctx.store
         cand_skill = store.skill(c.version)  # type: ignore[arg-type]
         st.decisions += 1
-        self.ctx.emit(PhaseStarted(f"gate v{c.version:03d}", self.settings.test.planned))
+        self.ctx.emit(PhaseStarted(f"gate v{c.version:03d}", 2 * self.settings.test.planned))  # two per pair
         decision = await sequential_gate(self.ctx.runner, Side(st.incumbent, inc_skill), Side(c.version, cand_skill),  # type: ignore[arg-type]
                                          self.val_order, self.settings, st.decisions)
         c.gate, c.status = decision, "accepted" if decision.accepted else "rejected"
@@ -190,7 +192,7 @@ class Trainer:
             return
         v = store.add_version(cand, parent=st.incumbent, origin=f"consolidate epoch {st.epoch + 1}")
         st.decisions += 1
-        self.ctx.emit(PhaseStarted(f"consolidation v{v.version:03d}", self.settings.test.planned))
+        self.ctx.emit(PhaseStarted(f"consolidation v{v.version:03d}", 2 * self.settings.test.planned))
         decision = await noninferiority_gate(self.ctx.runner, Side(st.incumbent, skill), Side(v.version, cand),
                                              self.val_order, self.settings, st.decisions,
                                              cfg.gate.noninferiority_margin)
@@ -215,7 +217,7 @@ class Trainer:
     def scored(self, r: RolloutRecord, task: Task) -> ScoredRollout:
         return ScoredRollout(task_id=r.task_id, prompt=task.prompt[:1500], reference=task.reference,
                              output=r.output[-1500:], hard=r.hard, soft=r.soft, feedback=r.feedback,
-                             summary=r.summary, error=r.error)
+                             summary=r.summary, error=r.error, skill_used=r.skill_used)
 
     async def evaluate(self, version: int, split: str, label: str) -> SplitScore:
         return split_score(await self.evaluate_records(version, split, label))

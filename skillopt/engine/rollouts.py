@@ -26,6 +26,7 @@ from skillopt.store.records import RolloutRecord
 from skillopt.store.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
+from skillopt.traces.trigger import skill_loaded
 
 
 class Lanes:
@@ -186,6 +187,7 @@ class RolloutRunner:
             input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
             error_kind=rollout.error_kind, trace_file=self.store.trace_path(task.id, key),
+            skill_used=None if rollout.error_kind == "infra" else skill_loaded(rollout.trace),
         )
         # a key echoed back reaches neither the optimizer nor a file
         return RolloutRecord.model_validate(redact(rec)), rollout

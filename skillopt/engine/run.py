@@ -31,12 +31,14 @@ from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
 def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Listener],
-          resume: str | None = None) -> RunSummary:
-    """Run (or resume) a training run. Returns the summary; budget stops are clean, not errors."""
+          resume: str | None = None, benchmark: Benchmark | None = None, seed: Skill | None = None) -> RunSummary:
+    """Run (or resume) a training run. Returns the summary; budget stops are clean, not errors.
+    `benchmark`: one built in Python (tasks and a scorer) instead of `cfg.benchmark` by name;
+    `seed`: the seed skill itself instead of `cfg.seed_skill` (a path)."""
     specs = resolve_specs(cfg, env)
     run_id = check_run_id(resume or cfg.run_id or new_run_id(cfg.benchmark))
-    with open_benchmark(cfg) as benchmark:
-        seed = seed_skill(cfg)
+    with open_benchmark(cfg, benchmark) as benchmark:
+        seed = seed_skill(cfg, seed)
         check_splits(cfg, benchmark, ("train", "val"))
         parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
         size_local_models(specs, cfg.train.concurrency)
@@ -87,7 +89,6 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
     meter = parts.meter
     meter.restore(recorded_usage(store))  # what the run recorded, not its last checkpoint
     record_calls(meter, store)
-    emit(RunStarted(store.run_id, redacted(cfg), resumed=resumed))
     summary = store.read_summary()
     started = summary.started_at if summary else now()
     if warning := gate_size_warning(cfg, benchmark):
@@ -98,6 +99,8 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)
+        emit(RunStarted(store.run_id, redacted(cfg), resumed=resumed, total_steps=trainer.total_steps,
+                        step=state.step))
         try:
             asyncio.run(_train_and_test(trainer))
             state.status = "finished"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import Benchmark, DrivesContainerFromHost
+from skillopt.benchmarks.custom import UsesModels
 from skillopt.config import RunConfig
 from skillopt.engine.events import Emitter, Note
 from skillopt.engine.settings import Settings, deterministic_mode, effective_limits, settings_that_matter
@@ -76,10 +77,11 @@ def size_local_models(specs: Specs, concurrency: int) -> None:
 
 
 @contextmanager
-def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
+def open_benchmark(cfg: RunConfig, given: Benchmark | None = None) -> Iterator[Benchmark]:
     """The benchmark, checked before any rollout (e.g. a Docker engine for swebench) and released
-    after the last (containers, clients); benchmarks without `preflight` / `close` need neither."""
-    benchmark = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    after the last (containers, clients); benchmarks without `preflight` / `close` need neither.
+    `given`: a benchmark built in Python (`skillopt.train(tasks=...)`) instead of one by name."""
+    benchmark = given if given is not None else get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
     preflight = getattr(benchmark, "preflight", None)
     if callable(preflight):
         preflight()
@@ -91,9 +93,10 @@ def open_benchmark(cfg: RunConfig) -> Iterator[Benchmark]:
             close()
 
 
-def seed_skill(cfg: RunConfig) -> Skill:
-    """The seed skill, checked: a name that is a safe folder name, and within the token cap."""
-    skill = _find_seed(cfg)
+def seed_skill(cfg: RunConfig, given: Skill | None = None) -> Skill:
+    """The seed skill (`given`, else `cfg.seed_skill`, else the benchmark's own), checked: a name that
+    is a safe folder name, and within the token cap."""
+    skill = given or _find_seed(cfg)
     check_skill_name(skill)
     if skill.tokens() > cfg.train.skill_token_cap:
         raise BadInput(f"the seed skill {skill.name!r} has about {skill.tokens()} tokens, over train.skill_token_cap "
@@ -141,8 +144,21 @@ class Parts:
     relay: Relay | None  # agent harnesses: their model key stays here, behind it
 
 
+def scorer_specs(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv) -> dict[str, ModelSpec]:
+    """The models a benchmark's scorer calls (the model-graded judge), by role, checked: their keys,
+    and their prices when a cost budget must be enforced."""
+    if not isinstance(benchmark, UsesModels):
+        return {}
+    specs = {role: parse_model_spec(s) for role, s in benchmark.model_specs().items()}
+    for spec in specs.values():
+        check_credentials(spec, env)
+    check_prices(cfg.budget, specs, cfg.models.prices)
+    return specs
+
+
 def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_path: Path | None) -> Parts:
     check_task_paths(benchmark.tasks("all"))  # type: ignore[arg-type]
+    scorer_specs(cfg, benchmark, env)
     agent = harness_info(cfg.harness).agent
     needs_sandbox = agent or isinstance(benchmark, RunsUntrustedCode)
     if agent and cfg.sandbox and isinstance(benchmark, DrivesContainerFromHost) and benchmark.host_agent_uses_docker:
@@ -155,6 +171,8 @@ def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_pa
     models = make_models(cfg, env, meter, cache_path)
     harness = make_harness(cfg.harness, HarnessContext(models=models, options=dict(cfg.harness_options),
                                                         sandbox=sandbox, relay=relay))
+    if isinstance(benchmark, UsesModels):  # a judge's calls are metered and budgeted with the run's
+        benchmark.bind_models(models)
     deterministic = deterministic_mode(cfg, harness)
     return Parts(settings_that_matter(cfg, benchmark, harness), effective_limits(cfg, benchmark, deterministic),
                  deterministic, meter, models, harness, sandbox, relay)

@@ -36,30 +36,32 @@ class HarnessInfo:
 
 
 _REGISTRY: dict[str, HarnessInfo] = {}
+ENTRY_POINT_GROUP = "skillopt.harnesses"  # third-party harnesses: a module whose @harness decorators register
 
 
 def harness(name: str, description: str = "", apis: frozenset[str] = frozenset(), agent: bool = False):
     def register(factory: Callable[[HarnessContext], Harness]):
-        _REGISTRY[name] = HarnessInfo(name, factory, description, apis, agent)
+        _REGISTRY[name.lower()] = HarnessInfo(name.lower(), factory, description, apis, agent)
         return factory
 
     return register
 
 
 def _load_plugins() -> None:
-    for ep in entry_points(group="skillopt.harnesses"):
-        if ep.name not in _REGISTRY:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name.lower() not in _REGISTRY:
             ep.load()
 
 
 def harness_info(name: str) -> HarnessInfo:
     import skillopt.harness.builtin  # noqa: F401  (registers built-ins)
 
-    if name not in _REGISTRY:
+    key = name.lower()
+    if key not in _REGISTRY:
         _load_plugins()
-    if name not in _REGISTRY:
+    if key not in _REGISTRY:
         raise BadInput(f"unknown harness {name!r}: choose one of {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]
+    return _REGISTRY[key]
 
 
 def list_harnesses() -> list[HarnessInfo]:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Role = Literal["target", "optimizer"]
+Role = Literal["target", "optimizer", "judge"]  # judge: a model-graded scorer's calls
 
 
 class Message(BaseModel):

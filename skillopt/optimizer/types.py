@@ -21,6 +21,7 @@ class ScoredRollout(BaseModel):
     feedback: str
     summary: str
     error: str | None = None
+    skill_used: bool | None = None  # the agent loaded the skill (None: always in its prompt)
 
     @property
     def failed(self) -> bool:
@@ -137,7 +138,7 @@ class ScreenResult(BaseModel):
                                  and self.changed * 2 > len(self.tasks))
 
 
-Origin = Literal["reflection", "demonstration", "merge", "ablation", "consolidation"]
+Origin = Literal["reflection", "demonstration", "merge", "ablation", "consolidation", "description"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

@@ -27,6 +27,7 @@ from skillopt.stats import (
 )
 from skillopt.store.records import RolloutRecord
 from skillopt.store.refs import SkillRef
+from skillopt.traces.trigger import TriggerRate, trigger_rate
 
 DEFAULT_SPLITS = ("val", "test")
 FEW_TASKS = 10
@@ -68,6 +69,7 @@ class ScoreRow(BaseModel):
     tasks: int
     hard: Interval
     soft: Interval
+    trigger: TriggerRate | None = None  # agent harnesses: rollouts whose agent loaded the skill
 
 
 class PairedRow(BaseModel):
@@ -157,7 +159,7 @@ def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SP
             cmp.scores.append(ScoreRow(split=split, label=d.entry.label, rollouts=len(recs),
                                        tasks=len({r.task_id for r in recs}),
                                        hard=score_interval([r.hard for r in recs]),
-                                       soft=score_interval([r.soft for r in recs])))
+                                       soft=score_interval([r.soft for r in recs]), trigger=trigger_rate(recs)))
         for d in data[1:]:
             cmp.paired += _paired(base, d, split, cmp.notes, n_boot, seed)
     few = sorted({r.outcomes.n for r in cmp.paired if 0 < r.outcomes.n < FEW_TASKS})

@@ -5,7 +5,7 @@
 | claude-skill  | `<name>/SKILL.md`, `<name>/provenance.json`             | `.claude/skills/`, `~/.claude/skills/` |
 | codex-skill   | `<name>/SKILL.md`, `<name>/provenance.json`             | `.agents/skills/`                |
 | agents-md     | `<name>/AGENTS.md` (a section), `<name>/provenance.json` | pasting into AGENTS.md / CLAUDE.md |
-| plugin        | `<plugin>/.claude-plugin/plugin.json`, `marketplace.json`, `skills/<name>/SKILL.md`, README.md | Claude Code plugins |
+| plugin        | `<plugin>/.claude-plugin/plugin.json`, `marketplace.json`, `.codex-plugin/plugin.json`, `.agents/plugins/marketplace.json`, `skills/<name>/SKILL.md`, README.md | Claude Code and Codex plugins |
 
 skillopt's own markers (protected regions, any `<!-- skillopt:... -->` tag) are stripped; the
 name and description are checked against the agents' rules; provenance (run, version,
@@ -117,6 +117,8 @@ def export_skill(skill: Skill, fmt: str, out_dir: Path, provenance: Provenance, 
     """Write `skill` in format `fmt` under `out_dir`; refuses to overwrite unless `force`."""
     ready, warnings = prepare(skill, fmt, name, description)
     prov = provenance.model_copy(update={"skill": ready.name, "format": fmt})
+    if prov.run_id is not None and prov.version == 0:
+        warnings.append(f"{prov.run_id}:v000 is the untrained seed (no edit was accepted): exporting it as it was given")
     if fmt == "plugin":
         result = _plugin(ready, out_dir, prov, plugin_name or ready.name, force, license)
     elif fmt == "agents-md":
@@ -200,28 +202,40 @@ def _plugin(skill: Skill, out_dir: Path, prov: Provenance, plugin_name: str, for
     root = _fresh(out_dir / plugin_name, force).resolve()
     version = f"0.1.{prov.version or 0}"
     marketplace = f"{plugin_name}-local"
+    license = license or str(skill.extra.get("license") or "") or "UNLICENSED"
     manifest = {"name": plugin_name, "version": version, "description": skill.description,
-                "author": {"name": "skillopt"}, "keywords": ["skill", "skillopt"]}
-    if license:
-        manifest["license"] = license
+                "author": {"name": "skillopt"}, "keywords": ["skill", "skillopt"], "license": license}
     market = {"name": marketplace, "owner": {"name": "skillopt"},
               "metadata": {"description": f"Local marketplace holding the {plugin_name} plugin"},
               "plugins": [{"name": plugin_name, "source": "./", "description": skill.description, "version": version}]}
+    # Codex (0.163+): .codex-plugin/plugin.json, and a marketplace in .agents/plugins/ (the same folder serves both)
+    codex_manifest = {**manifest, "skills": "./skills/",
+                      "interface": {"displayName": plugin_name, "shortDescription": skill.description[:120],
+                                    "developerName": "skillopt", "category": "Productivity"}}
+    codex_market = {"name": marketplace, "interface": {"displayName": f"{plugin_name} (local)"},
+                    "plugins": [{"name": plugin_name, "source": {"source": "local", "path": "./"},
+                                 "policy": {"installation": "AVAILABLE"}, "category": "Productivity"}]}
     readme = (f"# {plugin_name}\n\nA Claude Code plugin with one skill, `{skill.name}`: {skill.description}\n\n"
               f"It was trained with skillopt; where it comes from and how it scored:\n\n- {prov.line()}\n\n"
               f"## Install\n\nFrom the folder that holds this plugin, try it for one session:\n\n"
               f"```\nclaude --plugin-dir ./{plugin_name}\n```\n\nor install it (this folder is also a marketplace):\n\n"
               f"```\nclaude plugin marketplace add ./{plugin_name}\n"
               f"claude plugin install {plugin_name}@{marketplace}\n```\n\n"
-              f"Claude Code then offers the skill as `{plugin_name}:{skill.name}`.\n")
+              f"Claude Code then offers the skill as `{plugin_name}:{skill.name}`.\n\n"
+              f"For Codex (the same folder is a Codex plugin and marketplace):\n\n"
+              f"```\ncodex plugin marketplace add ./{plugin_name}\ncodex plugin add {plugin_name}@{marketplace}\n```\n\n"
+              f"License: {license}.\n")
     skill_dir = root / "skills" / skill.name
     files = [_write(root / ".claude-plugin" / "plugin.json", json.dumps(manifest, indent=2) + "\n"),
              _write(root / ".claude-plugin" / "marketplace.json", json.dumps(market, indent=2) + "\n"),
+             _write(root / ".codex-plugin" / "plugin.json", json.dumps(codex_manifest, indent=2) + "\n"),
+             _write(root / ".agents" / "plugins" / "marketplace.json", json.dumps(codex_market, indent=2) + "\n"),
              _write(skill_dir / "SKILL.md", skill.render()), _write(skill_dir / "provenance.json", _json(prov)),
              _write(root / "README.md", readme)]
     return ExportResult(format="plugin", root=root, files=files, skill_name=skill.name,
                         install=f"claude plugin marketplace add {root} && claude plugin install {plugin_name}@{marketplace}"
-                                f"  (or try it: claude --plugin-dir {root})")
+                                f"  (or try it: claude --plugin-dir {root}); Codex: codex plugin marketplace add {root} "
+                                f"&& codex plugin add {plugin_name}@{marketplace}")
 
 
 # helpers ----------------------------------------------------------------------------------------------

@@ -9,10 +9,12 @@ from pydantic import BaseModel, Field
 from skillopt.optimizer.types import GateDecision
 from skillopt.report.data import RunView
 from skillopt.store.records import SplitScore
+from skillopt.traces.trigger import TriggerRate, trigger_rate
 
 
 class AppliedEdit(BaseModel):
     op: str
+    part: str = "body"  # "description": the edit replaced the front-matter description
     anchor: str | None = None
     text: str = ""
     rationale: str = ""
@@ -36,6 +38,7 @@ class VersionNode(BaseModel):
     note: str = ""  # a candidate's screen or why it was not tried (runs with candidates.json)
     edits: list[AppliedEdit] = Field(default_factory=list)  # what the step applied (step versions)
     scores: dict[str, SplitScore] = Field(default_factory=dict)  # split -> score from rollouts
+    trigger: dict[str, TriggerRate] = Field(default_factory=dict)  # split -> share of rollouts that loaded the skill
 
 
 class Lineage(BaseModel):
@@ -71,10 +74,12 @@ def build_lineage(view: RunView) -> Lineage:
     nodes = []
     for v in view.versions():
         scores = {s: sc for s in ("val", "test") if (sc := view.split_score(v.version, s)) is not None}
+        trigger = {s: tr for s in ("train", "val", "test")
+                   if (tr := trigger_rate(view.records_for(v.sha, s))) is not None}
         edits, note = [], ""
         if (c := cands.get(v.version)) is not None:
-            edits = [AppliedEdit(op=e.op, anchor=e.anchor, text=e.text, rationale=e.rationale, evidence=e.evidence,
-                                 status="applied") for e in c.edits]
+            edits = [AppliedEdit(op=e.op, part=e.part, anchor=e.anchor, text=e.text, rationale=e.rationale,
+                                 evidence=e.evidence, status="applied") for e in c.edits]
             if c.screen is not None and c.gate is None:
                 note = (f"{c.origin}; screen on train: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} "
                         f"on {len(c.screen.tasks)} tasks")
@@ -85,7 +90,7 @@ def build_lineage(view: RunView) -> Lineage:
         nodes.append(VersionNode(
             version=v.version, label=v.label, parent=v.parent, origin=v.origin, status=v.status, step=v.step,
             sha=v.sha, val_score=v.val_score, marks=marks.get(v.version, []), gate=gates.get(v.version),
-            edits=edits, scores=scores, note=note))
+            edits=edits, scores=scores, trigger=trigger, note=note))
     by_version = {n.version: n for n in nodes}
     for n in nodes:
         if n.parent is not None and n.parent in by_version:

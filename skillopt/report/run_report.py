@@ -18,12 +18,12 @@ from skillopt import __version__
 from skillopt.report.data import RunView, per_task
 from skillopt.report.lineage import Lineage, build_lineage, skill_diff
 from skillopt.stats import Interval, score_interval
-from skillopt.report.svg import PALETTE, Marker, Series, heatmap, line_chart
+from skillopt.report.optimization import Optimization, build_optimization
+from skillopt.report.rollout_details import CellDetail, cell_details
 from skillopt.report.tables import fenced, fmt_cost, fmt_interval
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_HEATMAP_TASKS = 80
-ACCEPT, REJECT = "#16a34a", "#dc2626"
 
 
 class CandidatePoint(BaseModel):
@@ -44,6 +44,7 @@ class StepRow(BaseModel):
     candidate: str | None = None
     candidate_score: float | None = None
     incumbent_val: float | None = None
+    train: float | None = None  # the incumbent's score on the step's batch
     proposed: int = 0
     selected: int = 0
     applied: int = 0
@@ -77,25 +78,16 @@ class RoleUsage(BaseModel):
     cost_usd: float | None
 
 
-class CandidateRow(BaseModel):
-    """One candidate as the report shows it: what it changed, why, and what was decided."""
-
-    id: str
-    step: int
-    origin: str
-    version: str
-    status: str
-    edits: list[tuple[str, str, str, str]]  # op, anchor, text, rationale
-    rationale: str
-    leakage: list[str]
-    screen: str
-    gate: str
-    note: str
-
-
 class RunReport(BaseModel):
     lineage: Lineage
-    tried: list[CandidateRow] = Field(default_factory=list)
+    optimization: Optimization = Field(default_factory=Optimization)
+    details: list[CellDetail] = Field(default_factory=list)  # the rollouts behind each heatmap cell
+
+    @property
+    def has_trigger(self) -> bool:
+        """Whether any version has a trigger rate (agent harnesses)."""
+        return any(n.trigger for n in self.lineage.nodes)
+
     metric: str
     baseline_val: float | None
     steps: list[StepRow] = Field(default_factory=list)
@@ -103,7 +95,8 @@ class RunReport(BaseModel):
     heatmaps: list[HeatmapData] = Field(default_factory=list)
     final: list[FinalRow] = Field(default_factory=list)
     roles: list[RoleUsage] = Field(default_factory=list)
-    cost_known: bool = False
+    cost_known: bool = False  # every role's cost is known (and some is not zero): the cost chart is drawn
+    cost_unknown_roles: list[str] = Field(default_factory=list)
     best_label: str = ""
     best_text: str = ""
     diff_from_seed: str = ""
@@ -121,16 +114,18 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     rep = RunReport(lineage=tree, metric=metric, baseline_val=baseline,
                     generated_at=time.strftime("%Y-%m-%d %H:%M:%S"))
     rep.candidates = _candidates(view, tree)
-    rep.tried = _tried(view)
-    rep.steps = _steps(view, rep.candidates)
+    rep.optimization = build_optimization(view, metric)
+    rep.steps = _steps(view, rep.candidates, metric)
     rep.heatmaps = [h for s in ("val", "test") if (h := _heatmap(view, s)) is not None]
+    rep.details = cell_details(view, [(h.split, t, v, sc) for h in rep.heatmaps for t, v, sc in h.cells])
     rep.final = _final(view)
     meter = view.summary.meter if view.summary else (st.meter if st else None)
     if meter is not None:
         rep.roles = [RoleUsage(role=r, calls=t.calls, cached_calls=t.cached_calls, input_tokens=t.input_tokens,
                                output_tokens=t.output_tokens, cost_usd=t.cost_usd)
                      for r, t in sorted(meter.roles.items())]
-    rep.cost_known = any(s.cost_usd > 0 for s in rep.steps) or any((r.cost_usd or 0) > 0 for r in rep.roles)
+    rep.cost_unknown_roles = [r.role for r in rep.roles if r.cost_usd is None]
+    rep.cost_known = not rep.cost_unknown_roles and any((r.cost_usd or 0) > 0 for r in rep.roles)
     best = view.role_version("best") or 0
     rep.best_label = f"v{best:03d}"
     rep.best_text = view.store.skill(best).render()
@@ -162,22 +157,7 @@ def _candidates(view: RunView, tree: Lineage) -> list[CandidatePoint]:
     return sorted(out, key=lambda c: (c.x, c.version))
 
 
-def _tried(view: RunView) -> list[CandidateRow]:
-    rows = []
-    for c in view.candidates():
-        screen = (f"{sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
-                  f" ({c.screen.rollouts} rollouts)" if c.screen else "-")
-        g = c.gate
-        gate = (f"{g.stop}: {g.wins} W / {g.losses} L / {g.ties} T over {g.evaluated} of {g.total} pairs, "
-                f"p = {g.p_value if g.p_value is not None else '-'}, {g.rollouts} val rollouts; {g.reason}" if g else "-")
-        rows.append(CandidateRow(
-            id=c.id, step=c.step, origin=c.origin, version="-" if c.version is None else f"v{c.version:03d}",
-            status=c.status, edits=[(e.op, e.anchor or "(end)", e.text, e.rationale) for e in c.edits],
-            rationale=c.rationale, leakage=c.leakage, screen=screen, gate=gate, note=c.note))
-    return rows
-
-
-def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
+def _steps(view: RunView, cands: list[CandidatePoint], metric: str = "hard") -> list[StepRow]:
     by_step = {int(c.x): c for c in cands if c.kind == "step"}
     rows = []
     for m in view.metrics:
@@ -189,6 +169,7 @@ def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
         rows.append(StepRow(
             step=n, epoch=int(m.get("epoch", 0)) + 1, decision=m.get("decision"), candidate=c.label if c else None,
             candidate_score=c.score if c else None, incumbent_val=m.get("val"), proposed=int(m.get("proposed", 0)),
+            train=m.get(f"train_{metric}", m.get("train_hard")),
             selected=int(m.get("selected", 0)), applied=int(m.get("applied", 0) or 0), tokens=int(m.get("tokens", 0)),
             cost_usd=float(m.get("cost_usd", 0.0) or 0.0),
             target_tokens=tokens, target_cost_usd=cost))
@@ -238,61 +219,10 @@ def _env(html: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              autoescape=html, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(interval=lambda i: "-" if i is None else fmt_interval(i), cost=fmt_cost,
-                       score=lambda x: "-" if x is None else f"{x:.3f}", fenced=fenced)
+                       score=lambda x: "-" if x is None else f"{x:.3f}", fenced=fenced,
+                       num=lambda x: f"{x:g}" if x == int(x) else f"{x:.3f}",
+                       pval=lambda p: "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.4f}"))
     return env
-
-
-def charts(rep: RunReport) -> dict[str, str]:
-    """The SVG charts of the report, by name."""
-    out = {"validation": _validation_chart(rep)}
-    out["tokens"], out["cost"] = _usage_charts(rep)
-    for h in rep.heatmaps:
-        cells = {(t, v): s for t, v, s in h.cells}
-        out[f"heatmap_{h.split}"] = heatmap(f"heatmap-{h.split}", f"{h.split} outcomes: tasks x versions",
-                                            h.tasks, h.versions, cells)
-    return out
-
-
-def _validation_chart(rep: RunReport) -> str:
-    line: list[tuple[float, float]] = []
-    if rep.baseline_val is not None:
-        line.append((0.0, rep.baseline_val))
-    for s in rep.steps:
-        if s.incumbent_val is not None:
-            line.append((float(s.step), s.incumbent_val))
-    for c in rep.candidates:
-        if c.kind == "consolidate" and c.accepted:
-            line.append((c.x, c.score))
-    markers = [Marker(x=c.x, y=c.score, css=f"candidate {'accepted' if c.accepted else 'rejected'}",
-                      title=f"{c.label} ({c.kind} at step {c.x:g}): {'accepted' if c.accepted else 'rejected'}, "
-                            f"{rep.metric} {c.score:.3f}{' on the tasks evaluated before the early stop' if c.early_stopped else ''}"
-                            f" - {c.reason}",
-                      shape="diamond" if c.kind == "consolidate" else "circle",
-                      fill=ACCEPT if c.accepted else REJECT, hollow=c.early_stopped) for c in rep.candidates]
-    legend = [("incumbent val", PALETTE[0], "line"), ("accepted", ACCEPT, "circle"), ("rejected", REJECT, "circle"),
-              ("stopped early", REJECT, "hollow"), ("consolidation", "#64748b", "diamond")]
-    return line_chart("validation-chart", f"validation {rep.metric} score per step",
-                      [Series("incumbent val", line, PALETTE[0], step=True)], markers, x_label="step",
-                      y_label=f"val {rep.metric}", y_range=(0.0, 1.0), legend=legend, width=1000, height=300)
-
-
-def _usage_charts(rep: RunReport) -> tuple[str, str]:
-    start = [(0.0, 0.0)] if rep.steps else []
-    target = start + [(float(s.step), float(s.target_tokens)) for s in rep.steps]
-    other = start + [(float(s.step), float(max(0, s.tokens - s.target_tokens))) for s in rep.steps]
-    tokens = line_chart("tokens-chart", "tokens by role (cumulative)",
-                        [Series("target", target, PALETTE[0]), Series("optimizer", other, PALETTE[1])],
-                        y_label="tokens", legend=[("target", PALETTE[0], "line"), ("optimizer", PALETTE[1], "line")],
-                        width=480, height=240)
-    if not rep.cost_known:
-        return tokens, ""
-    tc = start + [(float(s.step), s.target_cost_usd) for s in rep.steps]
-    oc = start + [(float(s.step), max(0.0, s.cost_usd - s.target_cost_usd)) for s in rep.steps]
-    cost = line_chart("cost-chart", "cost by role in USD (cumulative)",
-                      [Series("target", tc, PALETTE[0]), Series("optimizer", oc, PALETTE[1])],
-                      y_label="USD", legend=[("target", PALETTE[0], "line"), ("optimizer", PALETTE[1], "line")],
-                      width=480, height=240)
-    return tokens, cost
 
 
 def diff_lines(diff: str) -> list[tuple[str, str]]:
@@ -306,6 +236,8 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
 
 
 def render_html(rep: RunReport) -> str:
+    from skillopt.report.charts import charts
+
     return _env(True).get_template("report.html.j2").render(r=rep, charts=charts(rep), diff=diff_lines(rep.diff_from_seed))
 
 

@@ -75,10 +75,11 @@ def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, Rollou
 
 
 def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: Path, env: ProviderEnv,
-               listeners: list[Listener], label: str | None = None) -> EntryData:
-    """The rollouts of a skill file on each split: reused where any run has them, run otherwise."""
+               listeners: list[Listener], label: str | None = None, benchmark: Benchmark | None = None) -> EntryData:
+    """The rollouts of a skill file on each split: reused where any run has them, run otherwise.
+    `benchmark`: one built in Python instead of `cfg.benchmark` by name."""
     skill = ref.skill
-    bench = make_benchmark(cfg)
+    bench = benchmark if benchmark is not None else make_benchmark(cfg)
     harness = make_harness(cfg.harness, HarnessContext(models=Models(env=env), options=dict(cfg.harness_options)))
     settings, trials = settings_that_matter(cfg, bench, harness), cfg.gate.trials
     wanted: dict[str, dict[str, tuple[str, int]]] = {}  # split -> key -> (task id, trial)
@@ -97,7 +98,8 @@ def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: P
         source = _best_source(runs_dir, found)
         eval_cfg = cfg.model_copy(update={"run_id": None})
         for split in missing:
-            evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners)
+            evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners,
+                           benchmark=benchmark)
         found = find_rollouts(runs_dir, keys)
     records = {s: [found[k][1].model_copy(update={"split": s}) for k in w if k in found and not found[k][1].errored]
                for s, w in wanted.items()}

@@ -96,10 +96,14 @@ def compare_tables(cmp: Comparison) -> list[TextTable]:
             status = f"scored now: {e.scored_new} new, {e.scored_cached} reused rollouts"
         row = [e.label, source, status]
         skills.rows.append(row + ([] if shared else [f"{e.benchmark} / {e.harness} / {e.target_model}"]))
-    scores = TextTable("scores: mean [95% CI]", ["split", "skill", "rollouts", "tasks", "hard", "soft"],
-                       caption="hard: Wilson interval; soft: Student t interval (over rollouts)")
+    triggered = any(r.trigger is not None for r in cmp.scores)
+    scores = TextTable("scores: mean [95% CI]", ["split", "skill", "rollouts", "tasks", "hard", "soft"]
+                       + (["skill loaded"] if triggered else []),
+                       caption="hard: Wilson interval; soft: Student t interval (over rollouts)"
+                               + ("; skill loaded: rollouts whose agent loaded the skill" if triggered else ""))
     for r in cmp.scores:
-        scores.rows.append([r.split, r.label, str(r.rollouts), str(r.tasks), fmt_interval(r.hard), fmt_interval(r.soft)])
+        row = [r.split, r.label, str(r.rollouts), str(r.tasks), fmt_interval(r.hard), fmt_interval(r.soft)]
+        scores.rows.append(row + ([r.trigger.text() if r.trigger else "-"] if triggered else []))
     first = cmp.entries[0].label
     paired = TextTable(f"paired against {first}", ["split", "skill", "tasks", "hard W/L/T", "hard delta", "hard p",
                                                    "soft W/L/T", "soft delta [95% CI]", "soft p"],

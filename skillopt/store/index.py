@@ -53,14 +53,20 @@ def _m003_rollouts_bytes(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX rollouts_by_run_sha ON rollouts (run_id, skill_sha, split)")
 
 
+def _m004_skill_used(db: sqlite3.Connection) -> None:
+    # whether the agent loaded the skill (1 / 0; NULL: always in its prompt, or not recorded)
+    db.execute("ALTER TABLE rollouts ADD COLUMN skill_used INTEGER")
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _m001_initial),
     ("002_data_hash", _m002_data_hash),
     ("003_rollouts_bytes", _m003_rollouts_bytes),
+    ("004_skill_used", _m004_skill_used),
 ]
 
 ROLLOUT_COLUMNS = ("key", "task_id", "split", "version", "skill_sha", "harness", "model", "trial", "hard", "soft",
-                   "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at")
+                   "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at", "skill_used")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,7 @@ class RolloutRow:
     duration_s: float
     error: str | None
     created_at: float
+    skill_used: int | None = None  # 1 / 0: the agent loaded the skill; None: always in its prompt, or not recorded
 
 
 class RunIndex:
@@ -142,10 +149,11 @@ class RunIndex:
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock, self.db:
             self.db.executemany(
-                f"{verb} INTO rollouts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"{verb} INTO rollouts (run_id, {', '.join(ROLLOUT_COLUMNS)}) VALUES ({','.join('?' * 18)})",
                 [(run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, redact(r.model), r.trial,
                   r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s,
-                  redact(r.error) if r.error else None, r.created_at) for r in records],
+                  redact(r.error) if r.error else None, r.created_at,
+                  None if r.skill_used is None else int(r.skill_used)) for r in records],
             )
 
     def mark_complete(self, run_id: str, rollouts_file: Path) -> None:

@@ -58,8 +58,8 @@ class RolloutRecord(BaseModel):
     error: str | None = None
     error_kind: Literal["infra", "agent"] | None = None  # "infra": not a score (see harness.base.Rollout)
     trace_file: str | None = None
+    skill_used: bool | None = None  # the agent loaded the skill (None: always in its prompt, or not recorded)
     created_at: float = Field(default_factory=now)
-
 
     @property
     def errored(self) -> bool:

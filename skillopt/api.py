@@ -1,0 +1,331 @@
+"""The Python API: train, evaluate and compare skills from a script or a notebook.
+
+    import skillopt
+
+    tasks = [{"id": "q1", "question": "What is 2+3?", "answer": "5"}, ...]
+    run = skillopt.train(tasks=tasks, scorer=my_scorer, target_model="openai:gpt-5-mini",
+                         optimizer_model="openai:gpt-5", epochs=1, val_size=20)
+    print(run.status, run.summary.scores["best"]["test"])
+    cmp = skillopt.compare(run.seed_ref, run.best_ref)
+
+These take the same settings as the command line, through the same code: keywords named like the
+flags (`epochs=2`, `batch_size=8`, `max_rollouts=100`, ...), `config=` (a YAML file, a dict or a
+`RunConfig`), `preset=`, and `set=` for every other setting (`{"gate.alpha": 0.1}` or
+`["gate.alpha=0.1"]`). The CLI's `run`, `eval` and `compare` are thin layers over them.
+
+This module is an edge, like the CLI: with `env=None` it reads the process environment (and a
+`.env` file) once for provider keys. Pass `env={...}` (or a `ProviderEnv`) to decide yourself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.config import (
+    RunConfig, build_config, redacted, settings_from_flags, with_default_models,
+)
+from skillopt.engine.evaluate import EvalResult
+from skillopt.engine.events import Emitter, Listener, Note
+from skillopt.errors import BadInput
+from skillopt.models.types import ProviderEnv
+from skillopt.skill import Skill
+from skillopt.store.records import RunSummary
+
+PathLike = str | Path
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A training run: where it is, how it ended, its summary and its best skill."""
+
+    run_id: str
+    run_dir: Path
+    status: str  # finished | stopped (a budget; resume it) | failed
+    summary: RunSummary
+    skill: Skill  # the best skill (the last incumbent)
+    notes: tuple[str, ...] = ()  # what was decided for you (default models), one line each
+
+    @property
+    def best_ref(self) -> str:
+        return f"{self.run_id}:best"
+
+    @property
+    def seed_ref(self) -> str:
+        return f"{self.run_id}:seed"
+
+    def score(self, role: str = "best", split: str = "test"):
+        """The `SplitScore` of `seed` or `best` on `val` or `test` (None when not scored)."""
+        return (self.summary.scores.get(role) or {}).get(split)
+
+
+@dataclass
+class _Inputs:
+    cfg: RunConfig
+    env: ProviderEnv
+    environ: dict[str, str]
+    benchmark: Benchmark | None
+    seed: Skill | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _provider_env(env: Mapping[str, str] | ProviderEnv | None) -> tuple[ProviderEnv, dict[str, str]]:
+    if isinstance(env, ProviderEnv):
+        return env, {}
+    if env is None:
+        from skillopt.environ import read_environment
+
+        environ = read_environment()
+    else:
+        from skillopt.store.redact import register_secrets, secrets_in_environ
+
+        environ = dict(env)
+        register_secrets(*secrets_in_environ(environ))
+    return ProviderEnv.from_environ(environ), environ
+
+
+def _overrides(set_: Sequence[str] | Mapping[str, Any] | None) -> list[str | dict[str, Any]]:
+    if set_ is None:
+        return []
+    if isinstance(set_, Mapping):
+        from skillopt.config import flags_layer
+
+        return [flags_layer(**{k: v for k, v in set_.items()})]
+    return [set_] if isinstance(set_, str) else list(set_)
+
+
+def _config_file(config: PathLike | Mapping[str, Any] | RunConfig | None) -> list[PathLike | dict[str, Any]]:
+    if config is None:
+        return []
+    if isinstance(config, RunConfig):
+        return [config.model_dump(mode="json", exclude_unset=True)]
+    return [dict(config)] if isinstance(config, Mapping) else [config]
+
+
+def _skill(skill: Skill | PathLike | None) -> tuple[Skill | None, str | None]:
+    """(a Skill object, None) or (None, a path for `seed_skill`)."""
+    if skill is None or isinstance(skill, Skill):
+        return skill, None
+    text = str(skill)
+    if text.lstrip().startswith("---"):
+        return Skill.parse(text, "the skill text"), None
+    return None, text
+
+
+def python_benchmark(benchmark: str | Benchmark | None, tasks: Sequence[Task | Mapping] | None,
+                     scorer: Callable | str | None, cfg: RunConfig) -> Benchmark | None:
+    """A benchmark built in Python: `tasks` (+ `scorer`), a benchmark object, or a named benchmark
+    scored by a Python `scorer`; None when the benchmark is named and scored as usual."""
+    from skillopt.benchmarks.custom import PythonBenchmark
+
+    if tasks is not None:
+        return PythonBenchmark(cfg.benchmark, list(tasks), scorer, cfg.splits)
+    if benchmark is not None and not isinstance(benchmark, str):
+        if scorer is not None:
+            raise BadInput("give the scorer to your benchmark object itself, or pass tasks= and scorer=")
+        return benchmark
+    if scorer is not None:
+        from skillopt.benchmarks import get_benchmark
+
+        named = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+        return PythonBenchmark(cfg.benchmark, named.tasks("all"), scorer, cfg.splits)  # type: ignore[arg-type]
+    return None
+
+
+def _inputs(benchmark, tasks, scorer, skill, config, preset, set_, env, settings: dict[str, Any],
+            base: Sequence[dict[str, Any]] = (), need_optimizer: bool = True) -> _Inputs:
+    penv, environ = _provider_env(env)
+    seed, seed_path = _skill(skill)
+    flags = dict(settings)
+    if isinstance(benchmark, str):
+        flags["benchmark"] = benchmark
+    elif benchmark is not None:
+        flags["benchmark"] = benchmark.name
+    elif tasks is not None:  # tasks without a name: the run's own (evaluate, compare), else a generic one
+        flags["benchmark"] = next((b["benchmark"] for b in base if b.get("benchmark")), "python-tasks")
+    if seed_path:
+        flags["skill"] = seed_path
+    cfg = build_config(base=base, preset=preset, files=_config_file(config), overrides=_overrides(set_),
+                       flags=settings_from_flags(flags, "setting"))
+    bench = python_benchmark(benchmark, tasks, scorer, cfg)
+    cfg, note = with_default_models(cfg, penv, need_optimizer)
+    return _Inputs(cfg, penv, environ, bench, seed, [note] if note else [])
+
+
+def _listeners(listeners: Sequence[Listener], progress: bool) -> list[Listener]:
+    out = list(listeners)
+    if progress:
+        from skillopt.cli.progress import ProgressView
+
+        out.insert(0, ProgressView())
+    return out
+
+
+def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Mapping] | None = None,
+          scorer: Callable | str | None = None, skill: Skill | PathLike | None = None,
+          config: PathLike | Mapping[str, Any] | RunConfig | None = None, preset: str | None = None,
+          set: Sequence[str] | Mapping[str, Any] | None = None, resume: str | None = None,
+          runs_dir: PathLike = "runs", env: Mapping[str, str] | ProviderEnv | None = None,
+          listeners: Sequence[Listener] = (), progress: bool = False, track: Sequence[str] = (),
+          tracking_uri: str | None = None, **settings: Any) -> TrainResult:
+    """Train a skill; returns a `TrainResult` (a budget stop is `status="stopped"`, not an error).
+
+    `benchmark`: a name (`"gsm8k"`), a `.jsonl` path, or a Benchmark object; or give `tasks` (Task
+    objects or dicts in the JSONL QA format) and a `scorer` (a callable `(task, output)`, sync or
+    async, returning a Score, a bool, a number or `(value, feedback)`; or a scorer name such as
+    `skillopt.judge(...)`'s). `skill`: the seed (a path, SKILL.md text or a Skill). `settings`:
+    the CLI's flags by name (`target_model`, `optimizer_model`, `harness`, `epochs`, `batch_size`,
+    `val_size`, `max_rollouts`, ...). Bad input raises `skillopt.errors.BadInput`.
+    """
+    from skillopt.engine.listeners import IndexWriter, MetricsWriter
+    from skillopt.engine.run import train as train_run
+    from skillopt.store.run import RunStore
+
+    runs = Path(runs_dir)
+    if runs.exists() and not runs.is_dir():
+        raise BadInput(f"runs_dir {runs} is a file, not a folder")
+    base = [RunStore.open(runs, resume).read_config()] if resume else []
+    got = _inputs(benchmark, tasks, scorer, skill, config, preset, set, env, settings, base)
+    trackers = []
+    if track:
+        from skillopt.report.tracking import make_tracker
+
+        uri = tracking_uri or got.environ.get("MLFLOW_TRACKING_URI")
+        trackers = [make_tracker(name, runs, uri) for name in track]
+    every = [*_listeners(listeners, progress), MetricsWriter(runs), IndexWriter(runs), *trackers]
+    for n in got.notes:
+        Emitter(every)(Note(n))
+    summary = train_run(got.cfg, runs, got.env, every, resume=resume, benchmark=got.benchmark, seed=got.seed)
+    store = RunStore(runs / summary.run_id)
+    best = summary.versions.get("best", 0)
+    return TrainResult(summary.run_id, store.root, summary.status, summary, store.skill(best), tuple(got.notes))
+
+
+def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark | None = None, *,
+             tasks: Sequence[Task | Mapping] | None = None, scorer: Callable | str | None = None,
+             split: str = "test", trials: int | None = None,
+             config: PathLike | Mapping[str, Any] | RunConfig | None = None,
+             set: Sequence[str] | Mapping[str, Any] | None = None, runs_dir: PathLike = "runs",
+             env: Mapping[str, str] | ProviderEnv | None = None, listeners: Sequence[Listener] = (),
+             progress: bool = False, **settings: Any) -> EvalResult:
+    """Score one skill on one split as an evaluation run (reusing every rollout a run already has).
+
+    `skill`: a SKILL.md path, `RUN`, `RUN:vN`, `RUN:best`, a Skill, or a TrainResult (its best);
+    a run's own benchmark and settings are used unless given. Returns an `EvalResult` (score,
+    run id and folder, reused rollouts, trigger rate for agent harnesses)."""
+    from skillopt.engine.evaluate import evaluate_skill
+    from skillopt.engine.settings import scoring_layer
+
+    if split not in ("train", "val", "test", "all"):
+        raise BadInput(f"unknown split {split!r}: use train, val, test or all")
+    runs = Path(runs_dir)
+    ref = skill_ref(skill, runs)
+    base = [scoring_layer(ref.run.read_config())] if ref.run is not None else []
+    got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env, settings, base,
+                  need_optimizer=False)
+    every = _listeners(listeners, progress)
+    for n in got.notes:
+        Emitter(every)(Note(n))
+    return evaluate_skill(got.cfg, ref, split, runs, got.env, every, benchmark=got.benchmark)
+
+
+def _with_trials(set_: Sequence[str] | Mapping[str, Any] | None, trials: int | None) -> list:
+    """Scoring a skill (evaluate, compare): `trials` rollouts per task, the gate's trials setting."""
+    out = _overrides(set_)
+    return out if trials is None else [*out, {"gate": {"trials": trials}}]
+
+
+def skill_ref(skill: Any, runs_dir: Path):
+    """A `SkillRef` for a path / run reference string, a Skill or a TrainResult."""
+    from skillopt.store.refs import SkillRef, resolve_skill_ref
+
+    if isinstance(skill, TrainResult):
+        return resolve_skill_ref(skill.best_ref, Path(skill.run_dir).parent)
+    if isinstance(skill, Skill):
+        return SkillRef(skill, skill.name)
+    return resolve_skill_ref(str(skill), runs_dir)
+
+
+def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("val", "test"), diff: bool = False,
+            benchmark: str | Benchmark | None = None, tasks: Sequence[Task | Mapping] | None = None,
+            scorer: Callable | str | None = None, config: PathLike | Mapping[str, Any] | RunConfig | None = None,
+            set: Sequence[str] | Mapping[str, Any] | None = None, runs_dir: PathLike = "runs",
+            env: Mapping[str, str] | ProviderEnv | None = None, listeners: Sequence[Listener] = (),
+            progress: bool = False, bootstrap: int = 10000, seed: int = 0, trials: int | None = None,
+            **settings: Any):
+    """Compare two or more skills: scores with 95% intervals per split, per-task wins / losses / ties
+    and a paired test against the first, trigger rates, tokens and cost (and diffs with `diff`).
+    Run references reuse their rollouts; skill files and Skill objects are scored on the first run's
+    benchmark and settings (or the ones given), reusing any rollout a run already has.
+    Returns a `skillopt.report.compare.Comparison` (pydantic: `.model_dump()`, `.scores`, ...)."""
+    from skillopt.engine.settings import scoring_layer
+    from skillopt.report.compare import compare_skills, run_entry, unique_labels
+    from skillopt.report.scoring import current_data_hash, score_file
+
+    if len(skills) < 2:
+        raise BadInput("compare needs at least two skills (e.g. RUN:seed RUN:best)")
+    splits = list(dict.fromkeys(splits))
+    for s in splits:
+        if s not in ("train", "val", "test", "all"):
+            raise BadInput(f"unknown split {s!r}: use train, val, test or all")
+    if bootstrap < 100:
+        raise BadInput("bootstrap must be at least 100")
+    runs = Path(runs_dir)
+    refs = [skill_ref(s, runs) for s in skills]
+    labels = unique_labels([r.label for r in refs])
+    first_run = next((r.run for r in refs if r.run is not None), None)
+    data, hashes, notes = [], {}, []
+    got = None
+    for ref, label in zip(refs, labels):
+        if ref.run is not None:
+            d = run_entry(ref, splits, label)
+            cfg = ref.run.read_config()
+            key = repr(sorted((k, repr(cfg.get(k))) for k in ("benchmark", "splits", "benchmark_options")))
+            if key not in hashes:
+                hashes[key] = current_data_hash(cfg)
+            d.entry.current_data_hash, why = hashes[key]
+            if why and why not in notes:
+                notes.append(why)
+        else:
+            if got is None:
+                if first_run is None and benchmark is None and tasks is None and not settings.get("benchmark"):
+                    raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (benchmark= in Python) and "
+                                   "the target model, or compare it with a run whose settings it should use")
+                base = [scoring_layer(first_run.read_config())] if first_run is not None else []
+                got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env,
+                              settings, base, need_optimizer=False)
+                for n in got.notes:
+                    Emitter(list(listeners))(Note(n))
+            d = score_file(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress), label,
+                           benchmark=got.benchmark)
+        data.append(d)
+    cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
+    cmp.notes += notes
+    return cmp
+
+
+def judge(rubric: str, model: str, threshold: float = 0.5):
+    """A model-graded scorer: `model` grades each answer against `rubric` (0..1; it passes at
+    `threshold`). Its calls are metered as the `judge` role. Use it as `scorer=`."""
+    from skillopt.benchmarks.judge import JudgeScorer
+
+    return JudgeScorer(rubric=rubric, model=model, threshold=threshold)
+
+
+def resolved_config(benchmark: str | None = None, *, config: PathLike | Mapping[str, Any] | RunConfig | None = None,
+                    preset: str | None = None, set: Sequence[str] | Mapping[str, Any] | None = None,
+                    env: Mapping[str, str] | ProviderEnv | None = None, notes: list[str] | None = None,
+                    **settings: Any) -> dict[str, Any]:
+    """The configuration a `train` with these arguments would run with, exactly as it writes it to
+    its config.yaml (secrets masked); `skillopt config show` prints it. `notes` receives what was
+    decided for you (default models)."""
+    got = _inputs(benchmark, None, None, None, config, preset, set, env, settings)
+    if notes is not None:
+        notes += got.notes
+    return redacted(got.cfg)
+
+
+__all__ = ["EvalResult", "TrainResult", "compare", "evaluate", "judge", "resolved_config", "train"]

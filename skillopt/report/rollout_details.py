@@ -1,0 +1,64 @@
+"""The rollouts behind each heatmap cell, embedded in the report: a cell (task x version) links to its
+rollouts (every trial: score, the scorer's feedback, the output, the trace summary the optimizer
+saw, whether the agent loaded the skill, the trace file). Texts are cut to `MAX_CHARS` so the page
+stays one file of reasonable size. Reads rollouts.jsonl (the index holds no texts)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, Field
+
+from skillopt.report.data import RunView
+
+MAX_CHARS = 1500
+
+
+class RolloutView(BaseModel):
+    trial: int
+    hard: float
+    soft: float
+    feedback: str
+    output: str
+    summary: str
+    error: str | None = None
+    skill_used: bool | None = None
+    trace_file: str | None = None
+
+
+class CellDetail(BaseModel):
+    id: str  # the fragment the heatmap cell links to
+    split: str
+    task: str
+    version: str
+    score: float
+    rollouts: list[RolloutView] = Field(default_factory=list)
+
+
+def cell_id(split: str, version: str, task: str) -> str:
+    return "ro-" + re.sub(r"[^A-Za-z0-9_-]+", "_", f"{split}-{version}-{task}")
+
+
+def _cut(text: str) -> str:
+    text = text or ""
+    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS // 3] + "\n[...]\n" + text[-2 * MAX_CHARS // 3:]
+
+
+def cell_details(view: RunView, cells: list[tuple[str, str, str, float]]) -> list[CellDetail]:
+    """Details of `cells` (split, task, version label, mean score), from the run's full rollout records."""
+    sha_of = {v.label: v.sha for v in view.versions()}
+    wanted = {(sha_of[label], split, task) for split, task, label, _ in cells if label in sha_of}
+    found: dict[tuple[str, str, str], dict[int, RolloutView]] = {}
+    for r in view.store.rollouts():
+        key = (r.skill_sha, r.split, r.task_id)
+        if key in wanted:
+            found.setdefault(key, {}).setdefault(r.trial, RolloutView(  # first record of a (task, trial) wins
+                trial=r.trial, hard=r.hard, soft=r.soft, feedback=_cut(r.feedback), output=_cut(r.output or r.patch or ""),
+                summary=_cut(r.summary), error=r.error, skill_used=r.skill_used, trace_file=r.trace_file))
+    out = []
+    for split, task, label, score in cells:
+        rows = found.get((sha_of.get(label, ""), split, task), {})
+        if rows:
+            out.append(CellDetail(id=cell_id(split, label, task), split=split, task=task, version=label, score=score,
+                                  rollouts=[rows[k] for k in sorted(rows)]))
+    return out

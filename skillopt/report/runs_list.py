@@ -1,0 +1,90 @@
+"""The runs under a runs folder, one row each: what `skillopt runs list` prints and `runs_df` holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from skillopt.store.run import RunStore
+
+
+def all_runs(root: Path) -> list[Path]:
+    """Run folders under `root`, oldest first."""
+    return sorted((p.parent for p in root.glob("*/config.yaml")), key=lambda p: p.stat().st_mtime)
+
+
+class RunRow(BaseModel):
+    """One run as `runs list` shows it (and `--json` prints it)."""
+
+    run_id: str
+    path: str
+    mode: str  # train | eval
+    status: str
+    benchmark: str | None
+    harness: str | None
+    target_model: str | None
+    optimizer_model: str | None
+    versions: int
+    best: int | None
+    seed_val: float | None
+    best_val: float | None
+    best_test: float | None
+    updated: float
+
+
+def run_rows(root: Path) -> list[RunRow]:
+    """Every run under `root`, oldest first; finished runs from the index (no file of theirs read)."""
+    indexed = _indexed_runs(root)
+    rows = []
+    for path in all_runs(root):
+        if path.name in indexed:
+            rows.append(indexed[path.name].model_copy(update={"path": str(path.resolve()),
+                                                               "updated": path.stat().st_mtime}))
+            continue
+        store = RunStore(path)
+        cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
+        rows.append(_row(path.name, cfg, state.status if state else (summary.status if summary else "new"), summary,
+                         len(store.versions()), state.best if state else None,
+                         str(path.resolve()), path.stat().st_mtime))
+    return rows
+
+
+def _row(run_id: str, cfg: dict, status: str, summary, versions: int, best: int | None, path: str,
+         updated: float) -> RunRow:
+    sc = summary.scores if summary else {}
+
+    def hard(role: str, split: str) -> float | None:
+        s = (sc.get(role) or {}).get(split)
+        return None if s is None else s.hard
+
+    if best is None and summary is not None:
+        best = summary.versions.get("best")
+    return RunRow(run_id=run_id, path=path, mode=str(cfg.get("mode", "train")), status=status,
+                  benchmark=cfg.get("benchmark"), harness=cfg.get("harness"), target_model=cfg.get("target_model"),
+                  optimizer_model=cfg.get("optimizer_model") or None, versions=versions, best=best,
+                  seed_val=hard("seed", "val"), best_val=hard("best", "val"), best_test=hard("best", "test"),
+                  updated=updated)
+
+
+def _indexed_runs(root: Path) -> dict[str, RunRow]:
+    """The rows of every run the index knows as finished (its summary is in the index)."""
+    from skillopt.store.index import RunIndex
+    from skillopt.store.records import RunSummary
+
+    db = root / "skillopt.db"
+    if not db.exists():
+        return {}
+    index = RunIndex(db)
+    try:
+        counts = index.version_counts()
+        rows = {}
+        for r in index.runs():
+            if r["status"] != "finished" or not r["summary_json"]:
+                continue
+            cfg, s = json.loads(r["config_json"] or "{}"), RunSummary.model_validate_json(r["summary_json"])
+            rows[r["run_id"]] = _row(r["run_id"], cfg, "finished", s, counts.get(r["run_id"], 0), None, "", 0.0)
+        return rows
+    finally:
+        index.close()
