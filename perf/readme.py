@@ -242,19 +242,20 @@ def learning_part(doc: dict) -> list[str]:
     for r in runs:
         d = r.get("test_delta") or {}
         sig = d.get("lo") is not None and d["lo"] > 0
-        rows.append([r["benchmark"], str(r["split_seed"]), f"{r['seed_test']:.3f}", f"{r['best_test']:.3f}",
+        rows.append([r["benchmark"], str(r["split_seed"]), score(r["seed_test"]), score(r["best_test"]),
                      f"{d.get('mean', 0):+.3f} [{d.get('lo', 0):+.3f}, {d.get('hi', 0):+.3f}]" + (" *" if sig else ""),
                      f"{r.get('test_wins')}/{r.get('test_losses')}", str(r["paired_n"]),
                      f"{r['accepted']}", str(r.get("val_rollouts_per_decision") or "-"),
-                     str(r["target_calls_before_test"]), f"{r['wall_s'] / 60:.1f} min"])
+                     str(r["target_calls_before_test"]), f"{r['wall_s'] / 60:.1f} min", gated(r)])
         if r.get("gepa") and "error" not in r["gepa"]:
             g = r["gepa"]
             gd = g["test_delta"]
             rows.append([f"{r['benchmark']} (GEPA 0.1.4)", str(r["split_seed"]), f"{g['seed_test']:.3f}",
                          f"{g['best_test']:.3f}", f"{gd['mean']:+.3f} [{gd['lo']:+.3f}, {gd['hi']:+.3f}]",
-                         "-", str(g["n"]), "-", "-", str(g["target_calls_optimizing"]), f"{g['wall_s'] / 60:.1f} min"])
+                         "-", str(g["n"]), "-", "-", str(g["target_calls_optimizing"]), f"{g['wall_s'] / 60:.1f} min", "-"])
     out += table(["benchmark", "split seed", "seed skill", "best skill", "best - seed [95% CI]", "tasks won/lost",
-                  "n", "edits accepted", "val rollouts per decision", "target calls before test", "wall"], rows)
+                  "n", "edits accepted", "val rollouts per decision", "target calls before test", "wall",
+                  "gated candidates: val won/lost of pairs, stop"], rows)
     gsm = [r for r in runs if r["benchmark"] == "gsm8k"]
     if gsm:
         sig = sum(1 for r in gsm if (r.get("test_delta") or {}).get("lo", 0) > 0)
@@ -266,6 +267,19 @@ def learning_part(doc: dict) -> list[str]:
         out += ["", f"{len(failed)} run(s) ended in an error: " + "; ".join(
             f"{r['benchmark']} seed {r['split_seed']}" for r in failed) + "."]
     return out + [""]
+
+
+def score(s: dict | float) -> str:
+    """A split score as the summary writes it ({"hard", "n", "errors"}), or a bare mean."""
+    if isinstance(s, dict):
+        err = f", {s['errors']} errored" if s.get("errors") else ""
+        return f"{s['hard']:.3f} (n={s['n']}{err})"
+    return f"{s:.3f}"
+
+
+def gated(run: dict) -> str:
+    return "; ".join(f"{d['origin']} {d['wins']}/{d['losses']} of {d['evaluated']}, {d['stop']}"
+                     for d in run.get("decisions", [])) or "none"
 
 
 def render_quality() -> str:
