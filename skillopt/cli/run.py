@@ -74,6 +74,9 @@ def run(
                                       help="Tracker URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox",
                                     help="Run agents (and tests of their code) without the bubblewrap sandbox."),
+    executor: str = typer.Option(None, "--executor", help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
+    ray_address: str = typer.Option(None, "--ray-address",
+                                    help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
 ) -> None:
     from skillopt.engine.listeners import IndexWriter, MetricsWriter
     from skillopt.engine.run import train
@@ -102,6 +105,7 @@ def run(
         splits__train=train_size, splits__val=val_size, splits__test=test_size, splits__seed=split_seed,
         budget__max_cost_usd=max_cost_usd, budget__max_rollouts=max_rollouts, budget__max_tokens=max_tokens,
         harness_options__mode=harness_mode, sandbox=False if no_sandbox else None,
+        executor__kind=executor or ("ray" if ray_address else None), executor__address=ray_address,
     ))
     cfg = protect(resolve_config(*layers))
     if not cfg.target_model or not cfg.optimizer_model:

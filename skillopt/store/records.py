@@ -59,6 +59,7 @@ class RolloutRecord(BaseModel):
     error_kind: Literal["infra", "agent"] | None = None  # "infra": not a score (see harness.base.Rollout)
     trace_file: str | None = None
     created_at: float = Field(default_factory=now)
+    node: str | None = None  # where it ran: a Ray node (address/id); None: the process that wrote the run
 
 
     @property
