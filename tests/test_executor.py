@@ -32,8 +32,8 @@ def test_a_rollout_asks_for_its_resources_and_container_benchmarks_a_docker_slot
 
 def test_endpoints_the_nodes_cannot_reach_are_refused_in_one_line():
     env = ProviderEnv()
-    with pytest.raises(BadInput, match="embedded model local:qwen2.5-coder-0.5b.*--executor local"):
-        check_reachable(parse_model_spec("local:qwen2.5-coder-0.5b"), env, set(), "127.0.0.1", False, False)
+    # the embedded model: each node serves its own (ray_worker.NodeModel), nothing crosses nodes
+    check_reachable(parse_model_spec("local:qwen2.5-coder-0.5b"), env, NODES, "10.0.0.4", False, False)
     loopback = parse_model_spec("vllm:m@http://127.0.0.1:8000/v1")
     with pytest.raises(BadInput, match="loopback.*10.0.0.5, 10.0.0.6"):
         check_reachable(loopback, env, NODES, "10.0.0.4", False, False)
@@ -69,13 +69,15 @@ def test_in_flight_rollouts_follow_the_executors_slots():
     assert max(peaks[:4]) <= 2 and max(peaks) == 4
 
 
-def test_the_embedded_model_on_a_cluster_stops_before_the_run_exists(tmp_path):
+def test_no_cluster_at_the_address_stops_before_the_run_exists(tmp_path):
+    pytest.importorskip("ray", reason="the 'ray' extra is not installed")
     data = write_jsonl(tmp_path / "qa.jsonl", [{"id": f"q{i}", "question": f"{i}+1?", "answer": str(i + 1)}
                                                 for i in range(6)])
-    r = run_cli(["run", "--benchmark", str(data), "--harness", "chat", "--target_model", "local:qwen2.5-coder-0.5b",
-                 "--optimizer_model", "openai-compatible:x@http://127.0.0.1:9/v1", "--train-size", "2",
-                 "--val-size", "2", "--executor", "ray", "--run-id", "r"], cwd=tmp_path, env=cli_env(tmp_path))
+    r = run_cli(["run", "--benchmark", str(data), "--harness", "chat", "--target_model",
+                 "openai-compatible:x@http://127.0.0.1:9/v1", "--optimizer_model", "openai-compatible:x@http://127.0.0.1:9/v1",
+                 "--train-size", "2", "--val-size", "2", "--executor", "ray", "--ray-address", "127.0.0.1:9",
+                 "--run-id", "r"], cwd=tmp_path, env=cli_env(tmp_path))
     assert r.returncode == 2, r.stderr + r.stdout
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
-    assert len(lines) == 1 and "--executor ray cannot use the embedded model" in lines[0], lines
+    assert len(lines) == 1 and "no Ray cluster answers at 127.0.0.1:9" in lines[0], lines
     assert not (tmp_path / "runs" / "r").exists()

@@ -31,6 +31,7 @@ from tests.test_train_e2e import RULE, Scripted, _run_args, code_tasks
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
 
 RAY = ["--executor", "ray", "--ray-address", ADDRESS]
+REPO = Path(__file__).resolve().parents[1]
 SAME = ("key", "task_id", "split", "version", "skill_sha", "trial", "hard", "soft", "output", "error", "error_kind")
 
 
@@ -231,6 +232,29 @@ def test_a_killed_driver_resumes_on_the_cluster(place, local_run):
     answered = Counter(script.target_calls)
     again = {call for call, n in answered.items() if n > 1}
     assert again <= held_at_kill, "a rollout recorded before the kill was paid again"
+
+
+def test_the_embedded_model_is_served_by_each_node(place):
+    """A `local:` target on the cluster: each node serves the model for its own rollouts (one llama.cpp
+    server per node, not one per worker process), every rollout is answered, and the servers end
+    with the run."""
+    pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed")
+    data = write_jsonl(place.root / "sums.jsonl", [{"id": f"s{i}", "question": f"What is {i} + 1?", "answer": str(i + 1)}
+                                                   for i in range(4)])
+    log = Path(place.cluster.env["SKILLOPT_CACHE_DIR"]) / "models" / "logs" / "smollm2-135m.log"
+    starts = log.read_text().count(" start smollm2-135m") if log.is_file() else 0
+    r = place.run(["eval", "--skill", str(REPO / "skills" / "default" / "SKILL.md"), "--benchmark", str(data),
+                   "--split", "all", "--harness", "chat", "--target_model", "local:smollm2-135m", "--concurrency", "4",
+                   "--set", "executor.num_cpus=0.5", "--set", "run_id=embedded", *RAY])  # 2 worker processes a node
+    assert r.returncode == 0, r.stderr + r.stdout
+    recs = records(place.root / "runs" / "embedded")
+    assert len(recs) == 4 and all(rec["error"] is None and rec["output"] for rec in recs), recs
+    assert len({rec["node"] for rec in recs}) == 2
+    assert log.read_text().count(" start smollm2-135m") - starts == 2  # one server on each node
+    deadline = time.monotonic() + 20
+    while any("skillopt.models.local child" in cmdline(pid) for pid in place.ns.processes()):
+        assert time.monotonic() < deadline, "a node's model server outlived the run"
+        time.sleep(0.2)
 
 
 def test_the_cluster_stops_with_no_process_left(place):

@@ -165,6 +165,9 @@ def eval_(
     config: Path = typer.Option(None, "--config"),
     overrides: list[str] = typer.Option(None, "--set"),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run agents without the bubblewrap sandbox."),
+    executor: str = typer.Option(None, "--executor", help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
+    ray_address: str = typer.Option(None, "--ray-address",
+                                    help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
 ) -> None:
     from skillopt.engine.evaluate import evaluate_skill
     from skillopt.store.refs import resolve_skill_ref
@@ -179,7 +182,8 @@ def eval_(
         layers.append(scoring_layer(ref.run.read_config()))
     cfg = scoring_config(layers, config, overrides, env, benchmark=benchmark, harness=harness,
                          target_model=target_model, gate__trials=trials, train__concurrency=concurrency,
-                         sandbox=False if no_sandbox else None)
+                         sandbox=False if no_sandbox else None,
+                         executor__kind=executor or ("ray" if ray_address else None), executor__address=ray_address)
     if split not in ("train", "val", "test", "all"):
         raise_bad(f"unknown split {split!r}: use train, val, test or all")
     view = ProgressView()

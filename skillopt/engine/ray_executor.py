@@ -37,7 +37,7 @@ from skillopt.benchmarks.base import Benchmark
 from skillopt.benchmarks.registry import is_jsonl_path
 from skillopt.config import ExecutorConfig, RunConfig
 from skillopt.engine.executor import RolloutJob, RolloutResult, errored
-from skillopt.engine.ray_worker import NodeReport, WorkerSpec, probe, run_rollout
+from skillopt.engine.ray_worker import NodeModel, NodeReport, WorkerSpec, node_model_name, probe, run_rollout
 from skillopt.errors import BadInput, require
 from skillopt.harness.base import Limits
 from skillopt.models.spec import ModelSpec
@@ -73,10 +73,8 @@ def check_reachable(target: ModelSpec, env: ProviderEnv, hosts: set[str], driver
     """Whether the rollouts on these nodes can reach their model; else `BadInput`, in one line.
     `hosts`: the nodes' addresses; `capture`: the target goes through this process's recording proxy;
     `client`: this process talks to the cluster through a `ray://` client connection."""
-    if target.provider == "local":
-        raise BadInput(f"--executor ray cannot use the embedded model {target}: it is served inside this process, "
-                       f"where rollouts on the cluster's nodes cannot reach it; serve the model where every node "
-                       f"reaches it (vllm:MODEL@http://HOST:8000/v1) or use --executor local")
+    if target.provider == "local":  # each node serves it (ray_worker.NodeModel): nothing to reach across nodes
+        return
     if capture and client:
         raise BadInput(f"token capture for {target} needs its recording proxy, which runs in this process, to be "
                        f"reachable from the cluster's nodes, and a ray:// client connection gives no such address: "
@@ -111,8 +109,10 @@ class RayExecutor:
             data, name = Path(cfg.benchmark).read_bytes(), Path(cfg.benchmark).name
         self._data = data
         self._spec = WorkerSpec(run_id=run_id, config=cfg, env=env, limits=limits, data_name=name).model_dump_json()
+        self.run_id = run_id
         self._ray: Any = None
         self._task: Any = None
+        self._models: list[Any] = []  # NodeModel actors, one per node, for a local: target
         self._data_ref: Any = None
         self._slots, self._slots_at = 1, 0.0
         self.callback_host = "127.0.0.1"  # where the nodes reach this process (the driver's node address)
@@ -120,7 +120,6 @@ class RayExecutor:
 
     # lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Self:
-        check_reachable(self.target, self.env, set(), "127.0.0.1", False, False)  # local: before connecting
         ray = self._ray = require("ray", "--executor ray", "ray")
         self._check_address()
         try:
@@ -161,6 +160,8 @@ class RayExecutor:
         check_reachable(self.target, self.env, {n["NodeManagerAddress"] for n in nodes}, self.callback_host,
                         self.target.captures_tokens, self.address.startswith("ray://"))
         self._data_ref = ray.put(self._data) if self._data is not None else None
+        if self.target.provider == "local":
+            self._node_models(ray, usable)
         self._probe(ray, usable)
         options: dict[str, Any] = {"num_cpus": self.need.get("CPU", 0.0), "max_retries": self.ex.max_retries,
                                    "retry_exceptions": False}
@@ -173,6 +174,26 @@ class RayExecutor:
         slots = self.slots()
         self.note = (f"ray: {len(usable)} node(s) at {self.address} run rollouts, {slots} at once "
                      f"({_fmt(self.need)} each)")
+
+    def _node_models(self, ray: Any, nodes: list[dict]) -> None:
+        """The embedded model's server of each node (`NodeModel`), checked there before any rollout;
+        the actors are this process's: they end with it, and their servers with them."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        actor = ray.remote(NodeModel)
+        self._models = [actor.options(name=node_model_name(self.run_id, n["NodeID"]), num_cpus=0,
+                                      scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                        .remote(self.target.model, min(node_slots(n.get("Resources", {}), self.need),
+                                                       self.cfg.train.concurrency))
+                        for n in nodes]
+        for node, model in zip(nodes, self._models):
+            try:
+                why = ray.get(model.check.remote())
+            except Exception as e:  # skillopt not importable there, the actor died...
+                why = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
+            if why:
+                raise BadInput(f"Ray node {node['NodeManagerAddress']}/{node['NodeID'][:8]} cannot serve the embedded "
+                               f"model {self.target}: {why}")
 
     def _probe(self, ray: Any, nodes: list[dict]) -> None:
         """Every node that can hold a rollout builds what it needs, before the first rollout."""

@@ -8,6 +8,10 @@ agents never hold the key there either. Workspaces and grading logs go to a fold
 (`executor.work_dir`, default its temp folder), never to the run folder: the driver alone writes
 the run store. Each task returns the `RolloutResult` packed (compressed JSON).
 
+For an embedded-model target (`local:`), each node serves the model itself: the driver starts a
+`NodeModel` actor on every node, and the worker processes there reach its one llama.cpp server on
+the node's 127.0.0.1 (a node that joins later has each worker process serve its own).
+
 Imported by Ray in worker processes; it imports ray only inside its functions.
 """
 
@@ -32,6 +36,7 @@ from skillopt.config import RunConfig
 from skillopt.engine.executor import LocalExecutor, RolloutJob
 from skillopt.errors import SkilloptError
 from skillopt.harness.base import Limits
+from skillopt.models.spec import parse_model_spec
 from skillopt.models.types import ProviderEnv
 
 
@@ -68,6 +73,54 @@ def node_label() -> str:
     return f"{ip}/{node_id[:8]}"
 
 
+def node_model_name(run_id: str, node_id: str) -> str:
+    """The name of the `NodeModel` actor of a run on a node (in the driver's Ray namespace)."""
+    return f"model-{run_id}-{node_id}"
+
+
+class NodeModel:
+    """The embedded model of one node, for the rollouts that run there: a Ray actor that the driver
+    pins to the node when the target is `local:`. One llama.cpp server on the node's 127.0.0.1, with
+    as many slots as the node runs rollouts at once; started on first use (with the reply length the
+    first rollout asks for), restarted if it died, stopped with the actor (it ends with the driver)."""
+
+    def __init__(self, name: str, slots: int):
+        self.name, self.slots = name, slots
+        self.server = None
+
+    def check(self) -> str | None:
+        """Why this node cannot serve the model (no `local` extra, no weights), or None."""
+        from skillopt.models.local import LocalServer, check_local_model
+
+        try:
+            check_local_model(self.name)
+        except SkilloptError as e:
+            return str(e)
+        self.server = LocalServer(self.name, slots=self.slots)
+        return None
+
+    def base_url(self, reply_tokens: int | None) -> str:
+        assert self.server is not None, "check() first"
+        if reply_tokens and not self.server.alive():
+            self.server.reply_tokens = reply_tokens
+        return self.server.ensure_running().base_url
+
+
+def use_node_model(run_id: str, model: str) -> bool:
+    """Make this worker process reach `model` through its node's `NodeModel`; False if the node has
+    none (it joined the cluster after the run started: this process then serves its own)."""
+    import ray
+
+    from skillopt.models.local import serve_elsewhere
+
+    try:
+        actor = ray.get_actor(node_model_name(run_id, ray.get_runtime_context().get_node_id()))
+    except ValueError:
+        return False
+    serve_elsewhere(model, lambda reply_tokens: ray.get(actor.base_url.remote(reply_tokens)))
+    return True
+
+
 class WorkerContext:
     """One worker process's means to run one run's rollouts (see the module docstring)."""
 
@@ -83,6 +136,9 @@ class WorkerContext:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             cfg = cfg.model_copy(update={"benchmark": str(path)})
+        target = parse_model_spec(cfg.target_model) if cfg.target_model else None
+        if target is not None and target.provider == "local":  # the node's server, not one per process
+            use_node_model(spec.run_id, target.model)
         self._stack = ExitStack()
         try:
             benchmark = self._stack.enter_context(open_benchmark(cfg))
