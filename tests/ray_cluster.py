@@ -136,8 +136,9 @@ class RayCluster:
             self.add_node(cpus)
         return self
 
-    def add_node(self, cpus: float) -> subprocess.Popen:
-        return self._node(["--address", ADDRESS], cpus)
+    def add_node(self, cpus: float, resources: dict[str, float] | None = None) -> subprocess.Popen:
+        extra = ["--resources", json.dumps(resources)] if resources else []
+        return self._node(["--address", ADDRESS, *extra], cpus)
 
     def _node(self, args: list[str], cpus: float, timeout_s: float = 120.0) -> subprocess.Popen:
         log = self.logs / f"ray-node-{len(self.nodes)}.log"
