@@ -180,8 +180,8 @@ class RayExecutor:
         the actors are this process's: they end with it, and their servers with them."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        actor = ray.remote(NodeModel)
-        self._models = [actor.options(name=node_model_name(self.run_id, n["NodeID"]), num_cpus=0,
+        actor, job = ray.remote(NodeModel), ray.get_runtime_context().get_job_id()
+        self._models = [actor.options(name=node_model_name(self.run_id, job, n["NodeID"]), num_cpus=0,
                                       scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                         .remote(self.target.model, min(node_slots(n.get("Resources", {}), self.need),
                                                        self.cfg.train.concurrency))

@@ -73,9 +73,10 @@ def node_label() -> str:
     return f"{ip}/{node_id[:8]}"
 
 
-def node_model_name(run_id: str, node_id: str) -> str:
-    """The name of the `NodeModel` actor of a run on a node (in the driver's Ray namespace)."""
-    return f"model-{run_id}-{node_id}"
+def node_model_name(run_id: str, job_id: str, node_id: str) -> str:
+    """The name of the `NodeModel` actor of a run's driver on a node (in the driver's Ray namespace;
+    the job id, so a resumed run never meets the actors of the driver it replaces)."""
+    return f"model-{run_id}-{job_id}-{node_id}"
 
 
 class NodeModel:
@@ -114,7 +115,8 @@ def use_node_model(run_id: str, model: str) -> bool:
     from skillopt.models.local import serve_elsewhere
 
     try:
-        actor = ray.get_actor(node_model_name(run_id, ray.get_runtime_context().get_node_id()))
+        ctx = ray.get_runtime_context()
+        actor = ray.get_actor(node_model_name(run_id, ctx.get_job_id(), ctx.get_node_id()))
     except ValueError:
         return False
     serve_elsewhere(model, lambda reply_tokens: ray.get(actor.base_url.remote(reply_tokens)))
