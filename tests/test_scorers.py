@@ -165,6 +165,11 @@ def test_numeric_match_scores_and_explains():
     assert numeric_match("Answer: 0.3333333333", ["1/3"]).hard == 1  # within the relative tolerance
     assert numeric_match("Answer: 0.33", ["1/3"]).hard == 0
     assert numeric_match("Answer: 0.33", ["1/3"], rel_tol=0.05).hard == 1
+    # a rambling model writes numbers no float holds: scored wrong, never a crash of the run
+    huge = "9" * 400
+    assert numeric_match(f"Answer: {huge}", ["18"]).hard == 0
+    assert numeric_match(f"Answer: {huge}/3", [f"{huge}/3"]).hard == 1
+    assert numeric_match(f"Answer: {huge}", [huge + "1"]).hard == 0
     none = numeric_match("I give up.", ["18"])
     assert none.hard == 0 and none.feedback.startswith("no final number found (expected 18)")
     with pytest.raises(ValueError):

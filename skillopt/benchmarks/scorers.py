@@ -203,7 +203,8 @@ def final_number(text: str) -> tuple[Number, str] | None:
 
 
 def _close(a: Fraction, b: Fraction, rel_tol: float, abs_tol: float) -> bool:
-    return a == b or abs(float(a) - float(b)) <= max(abs_tol, rel_tol * max(abs(float(a)), abs(float(b))))
+    """Within tolerance, in exact arithmetic: a reply may hold a number too large for a float."""
+    return a == b or abs(a - b) <= max(Fraction(abs_tol), Fraction(rel_tol) * max(abs(a), abs(b)))
 
 
 def numeric_match(text: str, answers: Sequence[str], rel_tol: float = 1e-6, abs_tol: float = 1e-9) -> Score:
