@@ -33,7 +33,7 @@ from skillopt.engine.events import Emitter, Listener, Note
 from skillopt.errors import BadInput
 from skillopt.models.types import ProviderEnv
 from skillopt.skill import Skill
-from skillopt.store.records import RunSummary
+from skillopt.store.schema import RunSummary
 
 PathLike = str | Path
 

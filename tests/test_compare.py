@@ -28,7 +28,7 @@ from skillopt.stats import (
     wilson_interval,
 )
 from skillopt.skill import Skill
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore
 from skillopt.store.run import RunStore
 from tests.fakes.server import FakeModelServer
 from tests.helpers import cli_env, run_cli, write_jsonl

@@ -92,7 +92,7 @@ def test_head_tail_marks_the_cut():
 def test_traces_show_prints_a_stored_rollout(tmp_path):
     from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
     from skillopt.cli.app import app
-    from skillopt.store.records import RolloutRecord
+    from skillopt.store.schema import RolloutRecord
     from skillopt.store.run import RunStore
 
     store = RunStore.create(tmp_path / "runs", "r1")
@@ -118,7 +118,7 @@ def test_traces_show_says_what_a_power_loss_took(tmp_path):
     loss a trace may be empty or cut short, and `traces show` says so instead of failing."""
     from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
     from skillopt.cli.app import app
-    from skillopt.store.records import RolloutRecord
+    from skillopt.store.schema import RolloutRecord
     from skillopt.store.run import RunStore
 
     store = RunStore.create(tmp_path / "runs", "r1")

@@ -18,7 +18,7 @@ from skillopt.engine.setup import (
 from skillopt.harness.workspace import check_skill_name
 from skillopt.models import ProviderEnv
 from skillopt.store.index import RunIndex
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 from skillopt.store.run import RunStore, check_run_id, new_run_id

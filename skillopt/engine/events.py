@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from skillopt.optimizer.types import GateDecision
-from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion, StepMetrics
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class VersionSaved:
 class StepDone:
     step: int
     epoch: int
-    metrics: dict[str, Any]
+    metrics: StepMetrics
 
 
 @dataclass(frozen=True)

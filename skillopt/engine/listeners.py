@@ -6,7 +6,7 @@ from pathlib import Path
 
 from skillopt.engine.events import Event, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.store.index import RunIndex
-from skillopt.store.records import RolloutRecord, now
+from skillopt.store.schema import RolloutRecord, now
 from skillopt.store.run import RunStore
 
 

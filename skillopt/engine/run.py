@@ -25,7 +25,7 @@ from skillopt.errors import BadInput, BudgetExceeded, RunFailed
 from skillopt.models import ProviderEnv
 from skillopt.skill import Skill
 from skillopt.stats import paired_difference_interval
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, now
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.redact import masked_paths
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
@@ -179,15 +179,15 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     candidates: dict[str, int] = {}
     decisions = val_rollouts = accepted_edits = rejected_edits = 0
     for n in range(1, st.step + 2):
-        for c in store.read_step(n, "candidates.json") or []:
-            candidates[c["status"]] = candidates.get(c["status"], 0) + 1
-            if c.get("gate"):
+        for c in store.read_candidates(n):
+            candidates[c.status] = candidates.get(c.status, 0) + 1
+            if c.gate is not None:
                 decisions += 1
-                val_rollouts += c["gate"].get("rollouts", 0)
-                if c["status"] == "accepted":
-                    accepted_edits += len(c["edits"])
+                val_rollouts += c.gate.rollouts
+                if c.status == "accepted":
+                    accepted_edits += len(c.edits)
                 else:
-                    rejected_edits += len(c["edits"])
+                    rejected_edits += len(c.edits)
     return RunSummary(
         run_id=store.run_id, status=st.status, benchmark=cfg.benchmark, harness=cfg.harness,
         target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=data_hash(tasks),

@@ -25,7 +25,7 @@ from skillopt.stats import (
     paired_test,
     score_interval,
 )
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 

@@ -1,14 +1,12 @@
 """Read-only views of a run directory for compare, lineage and the report.
 
 Everything here reads the run record (config, state, summary, skill versions, rollouts, steps,
-metrics) and the SQLite index; nothing writes.
+metrics) in the run schema (`store.schema`), and the SQLite index; nothing writes (a run from an
+older release is upgraded by `RunStore` when it is opened).
 """
 
 from __future__ import annotations
 
-import json
-
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,12 +15,8 @@ from typing import Any
 
 from skillopt.errors import BadInput
 from skillopt.optimizer.types import Candidate, GateDecision
-from skillopt.store.records import (
-    RolloutRecord,
-    RunState,
-    RunSummary,
-    SkillVersion,
-    SplitScore,
+from skillopt.store.schema import (
+    ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics,
 )
 from skillopt.store.index import RunIndex
 from skillopt.store.run import RunStore
@@ -87,7 +81,7 @@ class RunView:
         return index if index is not None and index.answers_for(run_id, store.root / "rollouts.jsonl") else None
 
     @cached_property
-    def metrics(self) -> list[dict[str, Any]]:
+    def metrics(self) -> list[StepMetrics | ConsolidationMetrics]:
         return self.store.metrics()
 
     def versions(self) -> list[SkillVersion]:
@@ -185,44 +179,19 @@ class RunView:
 
     # gate decisions ---------------------------------------------------------------------------------------
     def gates(self) -> dict[int, GateDecision]:
-        """Gate decisions by candidate version: steps/*/gate.json, then the SQLite index (consolidation)."""
+        """Gate decisions by candidate version: each candidate's, each consolidation's, then gate.json."""
         if "gates" in self._memo:
             return self._memo["gates"]
         out: dict[int, GateDecision] = {}
         for c in self.candidates():
             if c.gate is not None:
                 out[c.gate.candidate] = c.gate
-        for g in self.consolidations():
+        for g in self.consolidations().values():
             out[g.candidate] = g
-        for path in sorted(self.store.root.glob("steps/*/gate.json")):
-            try:
-                g = GateDecision.model_validate_json(path.read_text(encoding="utf-8"))
-            except ValueError:
-                continue
+        for g in self.store.step_gates():
             out.setdefault(g.candidate, g)
-        for version, gate_json in self._index_gates():  # runs from before consolidation/*.json
-            if version not in out:
-                try:
-                    out[version] = GateDecision.model_validate_json(gate_json)
-                except ValueError:
-                    continue
         self._memo["gates"] = out
         return out
-
-    def _index_gates(self) -> Iterable[tuple[int, str]]:
-        db_path = self.runs_dir / "skillopt.db"
-        if not db_path.exists():
-            return []
-        try:
-            db = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
-            try:
-                rows = db.execute("SELECT version, gate_json FROM skill_versions WHERE run_id=? AND gate_json IS NOT NULL",
-                                  (self.run_id,)).fetchall()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            return []
-        return [(int(v), g) for v, g in rows]
 
     def step_of(self, version: SkillVersion) -> float | None:
         """Where a version sits on the step axis: its step, or (consolidation) half a step after the
@@ -232,36 +201,26 @@ class RunView:
         if version.origin.startswith("consolidate"):
             last = 0
             for m in self.metrics:
-                if "step" in m:
-                    last = int(m["step"])
-                elif m.get("version") == version.version:
+                if isinstance(m, StepMetrics):
+                    last = m.step
+                elif m.version == version.version:
                     return last + 0.5
         return None
 
     def candidates(self) -> list[Candidate]:
         """Every candidate of every step (steps/*/candidates.json), with its screen and gate."""
         if "candidates" not in self._memo:
-            out: list[Candidate] = []
-            for path in sorted(self.store.root.glob("steps/*/candidates.json")):
-                try:
-                    out += [Candidate.model_validate(c) for c in json.loads(path.read_text(encoding="utf-8"))]
-                except ValueError:
-                    continue
-            self._memo["candidates"] = out
+            self._memo["candidates"] = self.store.candidates()
         return self._memo["candidates"]
 
-    def consolidations(self) -> list[GateDecision]:
-        out = []
-        for path in sorted(self.store.root.glob("consolidation/epoch-*.json")):
-            try:
-                out.append(GateDecision.model_validate_json(path.read_text(encoding="utf-8")))
-            except ValueError:
-                continue
-        return out
+    def consolidations(self) -> dict[int, GateDecision]:
+        """The consolidation gate decisions, by epoch (1-based)."""
+        if "consolidations" not in self._memo:
+            self._memo["consolidations"] = self.store.consolidations()
+        return self._memo["consolidations"]
 
-    def applied_edits(self, step: int) -> list[dict[str, Any]]:
-        data = self.store.read_step(step, "applied.json")
-        return data if isinstance(data, list) else []
+    def step_metrics(self) -> list[StepMetrics]:
+        return [m for m in self.metrics if isinstance(m, StepMetrics)]
 
 
 def per_task(records: Iterable[RolloutRecord], metric: str) -> dict[str, float]:

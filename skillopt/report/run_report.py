@@ -115,7 +115,7 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
                     generated_at=time.strftime("%Y-%m-%d %H:%M:%S"))
     rep.candidates = _candidates(view, tree)
     rep.optimization = build_optimization(view, metric)
-    rep.steps = _steps(view, rep.candidates, metric)
+    rep.steps = _steps(view, rep.candidates)
     rep.heatmaps = [h for s in ("val", "test") if (h := _heatmap(view, s)) is not None]
     rep.details = cell_details(view, [(h.split, t, v, sc) for h in rep.heatmaps for t, v, sc in h.cells])
     rep.final = _final(view)
@@ -157,22 +157,17 @@ def _candidates(view: RunView, tree: Lineage) -> list[CandidatePoint]:
     return sorted(out, key=lambda c: (c.x, c.version))
 
 
-def _steps(view: RunView, cands: list[CandidatePoint], metric: str = "hard") -> list[StepRow]:
+def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
     by_step = {int(c.x): c for c in cands if c.kind == "step"}
     rows = []
-    for m in view.metrics:
-        if "step" not in m:
-            continue
-        n = int(m["step"])
-        tokens, cost = view.usage_of_first(int(m.get("rollouts", 0) or 0))
-        c = by_step.get(n)
+    for m in view.step_metrics():
+        tokens, cost = view.usage_of_first(m.rollouts)
+        c = by_step.get(m.step)
         rows.append(StepRow(
-            step=n, epoch=int(m.get("epoch", 0)) + 1, decision=m.get("decision"), candidate=c.label if c else None,
-            candidate_score=c.score if c else None, incumbent_val=m.get("val"), proposed=int(m.get("proposed", 0)),
-            train=m.get(f"train_{metric}", m.get("train_hard")),
-            selected=int(m.get("selected", 0)), applied=int(m.get("applied", 0) or 0), tokens=int(m.get("tokens", 0)),
-            cost_usd=float(m.get("cost_usd", 0.0) or 0.0),
-            target_tokens=tokens, target_cost_usd=cost))
+            step=m.step, epoch=m.epoch + 1, decision=m.decision, candidate=c.label if c else None,
+            candidate_score=c.score if c else None, incumbent_val=m.val, proposed=m.proposed,
+            train=m.train_hard, selected=m.selected, applied=m.applied,
+            tokens=m.tokens, cost_usd=m.cost_usd, target_tokens=tokens, target_cost_usd=cost))
     return rows
 
 

@@ -71,7 +71,7 @@ def _row(run_id: str, cfg: dict, status: str, summary, versions: int, best: int 
 def _indexed_runs(root: Path) -> dict[str, RunRow]:
     """The rows of every run the index knows as finished (its summary is in the index)."""
     from skillopt.store.index import RunIndex
-    from skillopt.store.records import RunSummary
+    from skillopt.store.schema import RunSummary
 
     db = root / "skillopt.db"
     if not db.exists():

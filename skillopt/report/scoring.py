@@ -21,7 +21,7 @@ from skillopt.models import Models
 from skillopt.errors import SkilloptError
 from skillopt.models.types import ProviderEnv
 from skillopt.report.compare import EntryData, SkillEntry
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore
 

@@ -119,12 +119,7 @@ class MlflowTracker:
 
     def _step(self, event: StepDone) -> None:
         self.step = event.step
-        metrics = {k: float(v) for k, v in event.metrics.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
-        decision = event.metrics.get("decision")
-        if decision is not None:
-            metrics["accepted"] = 1.0 if decision == "accept" else 0.0
-        self.mlflow.log_metrics(metrics, step=event.step)
+        self.mlflow.log_metrics(event.metrics.numbers, step=event.step)
 
     def _version(self, event: VersionSaved) -> None:
         v = event.version

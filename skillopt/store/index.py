@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion
 from skillopt.store.redact import redact
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
