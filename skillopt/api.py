@@ -261,9 +261,9 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     Run references reuse their rollouts; skill files and Skill objects are scored on the first run's
     benchmark and settings (or the ones given), reusing any rollout a run already has.
     Returns a `skillopt.report.compare.Comparison` (pydantic: `.model_dump()`, `.scores`, ...)."""
-    from skillopt.engine.settings import scoring_layer
-    from skillopt.report.compare import compare_skills, run_entry, unique_labels
-    from skillopt.report.scoring import current_data_hash, score_file
+    from skillopt.engine.scoring import score_skill
+    from skillopt.engine.settings import current_data_hash, scoring_layer
+    from skillopt.report.compare import EntryData, SkillEntry, compare_skills, run_entry, unique_labels
 
     if len(skills) < 2:
         raise BadInput("compare needs at least two skills (e.g. RUN:seed RUN:best)")
@@ -299,8 +299,13 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                               settings, base, need_optimizer=False)
                 for n in got.notes:
                     Emitter(list(listeners))(Note(n))
-            d = score_file(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress), label,
-                           benchmark=got.benchmark)
+            scored = score_skill(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress),
+                                 benchmark=got.benchmark)
+            c = got.cfg
+            d = EntryData(SkillEntry(label=label, kind="file", sha=scored.sha, text=ref.skill.render(),
+                                     benchmark=c.benchmark, harness=c.harness, target_model=c.target_model,
+                                     data_hash=scored.data_hash, scored_cached=scored.cached, scored_new=scored.new),
+                          scored.records)
         data.append(d)
     cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
     cmp.notes += notes

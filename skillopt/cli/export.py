@@ -46,7 +46,7 @@ def export(
         raise BadInput(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
     r = resolve_skill_ref(ref, Globals.runs_dir)
     if r.run is not None:
-        from skillopt.report.scoring import data_change
+        from skillopt.engine.settings import data_change
 
         state, summary = r.run.read_state(), r.run.read_summary()
         if state is not None and state.status != "finished":

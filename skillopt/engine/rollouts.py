@@ -17,7 +17,7 @@ from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.engine.settings import Settings
 from skillopt.harness.agent_common import pid_alive
-from skillopt.harness.base import Harness, Limits, PromptOnly, Rollout
+from skillopt.harness.base import Harness, Limits, PlacesSkill, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
@@ -199,7 +199,7 @@ class RolloutRunner:
 
     async def _in_lane(self, task: Task, skill: Skill, target: ModelSpec) -> tuple[Rollout, Score]:
         """Run and score in a workspace lane; its preparation and cleanup (git, copies) in a thread."""
-        skill_dir = getattr(self.harness, "skill_dir", None)
+        skill_dir = self.harness.skill_dir if isinstance(self.harness, PlacesSkill) else None
         lane, reusable = self._lanes.take(), False
         try:
             folder = workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,

@@ -3,7 +3,7 @@ paired significance test against the first skill, tokens and cost, and diffs of 
 
 `compare_skills()` is pure: it takes the rollouts of each skill (`EntryData`) and returns a
 `Comparison`. `run_entry()` reads a skill version's rollouts from its run; skill files are scored
-by `skillopt.report.scoring.score_file`.
+by the scoring service (`skillopt.engine.scoring.score_skill`), which `skillopt.api.compare` calls.
 """
 
 from __future__ import annotations

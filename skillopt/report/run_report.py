@@ -133,7 +133,7 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     if view.in_progress:
         rep.notes.append(f"the run is {view.status}: this report shows what it has so far")
     if check_data:
-        from skillopt.report.scoring import data_change
+        from skillopt.engine.settings import data_change
 
         if note := data_change(view.config, view.data_hash):
             rep.notes.append(note)
