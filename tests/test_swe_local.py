@@ -26,12 +26,12 @@ from skillopt.benchmarks.make_swe import (
 )
 from skillopt.benchmarks.swe_grading import (
     SweInstance,
-    git,
     instance_of,
     load_instances,
     swe_task,
-    workspace_diff,
 )
+from skillopt.git import diff as workspace_diff
+from skillopt.git import git
 from skillopt.benchmarks.swe_local import (
     SHIPPED_TASKS,
     SweLocalBenchmark,

@@ -37,7 +37,8 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
-from skillopt.benchmarks.swe_grading import SweInstance, git
+from skillopt.benchmarks.swe_grading import SweInstance
+from skillopt.git import git
 from skillopt.benchmarks.swe_local import (
     SHIPPED_TASKS,
     apply_patch,

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.errors import BadInput, MissingExtra
+from skillopt.git import base_commit, write_excludes
 from skillopt.harness.base import Limits, Rollout, Usage
 from skillopt.harness.place import Place, open_place
 from skillopt.models.prices import cost_usd
@@ -48,8 +49,6 @@ from skillopt.traces.events import ErrorEvent, MessageEvent, TraceEvent, UsageEv
 NUDGE = ("You stopped without giving a final answer. Reply now with your final answer only, "
          "in the format the task asked for.")
 HOME_DIR = ".home"  # the rollout's own HOME, inside the workspace
-GIT_EXCLUDES = (".claude/", ".agents/", f"{HOME_DIR}/", "__pycache__/", "*.pyc")
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: base of a repo with no commit
 # Inherited by agent processes (nothing else from the user's environment is).
 PASS_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "SHELL", "USER", "LOGNAME", "SSL_CERT_FILE",
             "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
@@ -682,16 +681,7 @@ def watchdog(timeout_s: float, pid: Callable[[], int | None]) -> Iterator[list[b
         handle.cancel()
 
 
-# -- the workspace as a git repository: the patch of coding tasks -----------------------------------
-
-def _git(ws: Path, *args: str, check: bool = True,
-         wrap: Callable[[list[str]], list[str]] = list) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(ws / HOME_DIR), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-    cmd = ["git", "-c", "user.name=skillopt", "-c", "user.email=skillopt@localhost", "-c", "commit.gpgsign=false",
-           "-c", "core.hooksPath=" + os.devnull, "-c", "core.autocrlf=false", "-c", "core.fsmonitor=false", *args]
-    return subprocess.run(wrap(cmd), cwd=ws, env=env, capture_output=True, text=True, check=check, timeout=120)
-
+# -- the workspace as a git repository: the patch of coding tasks (skillopt.git) ---------------------
 
 def prepare_git(ws: Path) -> str | None:
     """Make the workspace a git repository with a base commit (unless it is one); hide harness folders.
@@ -699,33 +689,10 @@ def prepare_git(ws: Path) -> str | None:
     Returns an error message when git is missing or fails, else None.
     """
     try:
-        fresh = not (ws / ".git").exists()
-        if fresh:
-            _git(ws, "init", "-q")
-        exclude = ws / ".git" / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        have = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
-        extra = [p for p in GIT_EXCLUDES if p not in have.splitlines()]
-        if extra:
-            exclude.write_text(have + ("" if not have or have.endswith("\n") else "\n") + "\n".join(extra) + "\n",
-                               encoding="utf-8")
-        if fresh:
-            _git(ws, "add", "-A")
-            _git(ws, "commit", "-q", "--allow-empty", "-m", "skillopt: workspace before the agent")
+        if (ws / ".git").exists():
+            write_excludes(ws)
+        else:
+            base_commit(ws, "skillopt: workspace before the agent")
         return None
     except (OSError, subprocess.SubprocessError) as e:
         return f"git: {e}"
-
-
-def workspace_diff(ws: Path, wrap: Callable[[list[str]], list[str]] = list) -> str | None:
-    """`git diff` of everything the agent changed, new files included (harness folders excluded).
-
-    `wrap`: the agent's sandbox, for git to run in (the repository is the agent's to configure).
-    """
-    try:
-        _git(ws, "add", "-A", wrap=wrap)
-        head = _git(ws, "rev-parse", "--verify", "-q", "HEAD", check=False, wrap=wrap).returncode == 0
-        return _git(ws, "diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "HEAD" if head else EMPTY_TREE,
-                    wrap=wrap).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None

@@ -69,9 +69,9 @@ class HostPlace:
         """Nothing: `kill_tree` already ended the agent's whole process tree."""
 
     def diff(self) -> str | None:
-        from skillopt.harness.agent_common import workspace_diff
+        from skillopt.git import diff
 
-        return workspace_diff(self.ws, self.git_wrap)
+        return diff(self.ws, self.git_wrap)
 
     def close(self) -> None:
         pass
