@@ -25,7 +25,7 @@ from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.types import Candidate, GateDecision, ScoredRollout
 from skillopt.skill import Skill
 from skillopt.store.schema import (
-    ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics,
+    ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
 )
 from skillopt.store.run import RunStore
 
@@ -44,19 +44,7 @@ class Context:
 
 def split_score(records: list[RolloutRecord]) -> SplitScore:
     """Mean scores over the scored rollouts; errored ones (infrastructure) are counted apart."""
-    scored = [r for r in records if not r.errored]
-    n = max(1, len(scored))
-    return SplitScore(hard=round(sum(r.hard for r in scored) / n, 6), soft=round(sum(r.soft for r in scored) / n, 6),
-                      n=len(scored), errors=len(records) - len(scored))
-
-
-def per_task(records: list[RolloutRecord], metric: str) -> dict[str, float]:
-    """Mean score per task over its scored trials (errored rollouts left out)."""
-    sums: dict[str, list[float]] = {}
-    for r in records:
-        if not r.errored:
-            sums.setdefault(r.task_id, []).append(getattr(r, metric))
-    return {t: sum(v) / len(v) for t, v in sums.items()}
+    return SplitScore.of(records)
 
 
 class Trainer:

@@ -7,7 +7,6 @@ older release is upgraded by `RunStore` when it is opened).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -174,8 +173,7 @@ class RunView:
         recs = self.records_for(self.store.version(version).sha, split)
         if not recs:
             return None
-        n = len(recs)
-        return SplitScore(hard=round(sum(r.hard for r in recs) / n, 6), soft=round(sum(r.soft for r in recs) / n, 6), n=n)
+        return SplitScore.of(recs, skip_errored=False)  # index rows keep no error kind
 
     # gate decisions ---------------------------------------------------------------------------------------
     def gates(self) -> dict[int, GateDecision]:
@@ -221,11 +219,3 @@ class RunView:
 
     def step_metrics(self) -> list[StepMetrics]:
         return [m for m in self.metrics if isinstance(m, StepMetrics)]
-
-
-def per_task(records: Iterable[RolloutRecord], metric: str) -> dict[str, float]:
-    """Mean of `metric` per task over its trials."""
-    sums: dict[str, list[float]] = {}
-    for r in records:
-        sums.setdefault(r.task_id, []).append(float(getattr(r, metric)))
-    return {t: sum(v) / len(v) for t, v in sums.items()}

@@ -15,7 +15,8 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from skillopt import __version__
-from skillopt.report.data import RunView, per_task
+from skillopt.report.data import RunView
+from skillopt.store.schema import per_task
 from skillopt.report.lineage import Lineage, build_lineage, skill_diff
 from skillopt.stats import Interval, score_interval
 from skillopt.report.optimization import Optimization, build_optimization
@@ -183,7 +184,7 @@ def _heatmap(view: RunView, split: str) -> HeatmapData | None:
             continue
         seen_sha[v.sha] = v.label
         cols.append(v.label)
-        cells += [(t, v.label, s) for t, s in per_task(recs, "hard").items()]
+        cells += [(t, v.label, s) for t, s in per_task(recs, "hard", skip_errored=False).items()]
     if not cols:
         return None
     tasks = sorted({t for t, _, _ in cells})

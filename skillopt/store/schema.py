@@ -28,6 +28,7 @@ optimizer code that makes them and are part of this schema: changing one is a sc
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, Field
@@ -100,6 +101,25 @@ class SplitScore(BaseModel):
     soft: float
     n: int
     errors: int = 0
+
+    @classmethod
+    def of(cls, records: Iterable[RolloutRecord], skip_errored: bool = True) -> SplitScore:
+        """`skip_errored=False`: every record counts (rows of the SQLite index, which keeps no error kind)."""
+        records = list(records)
+        scored = [r for r in records if not (skip_errored and r.errored)]
+        n = max(1, len(scored))
+        return cls(hard=round(sum(r.hard for r in scored) / n, 6), soft=round(sum(r.soft for r in scored) / n, 6),
+                   n=len(scored), errors=len(records) - len(scored))
+
+
+def per_task(records: Iterable[RolloutRecord], metric: str, skip_errored: bool = True) -> dict[str, float]:
+    """Mean of `metric` ("hard" or "soft") per task over its scored trials (errored rollouts left out;
+    `skip_errored=False`: every record counts, as for rows of the SQLite index)."""
+    sums: dict[str, list[float]] = {}
+    for r in records:
+        if not (skip_errored and r.errored):
+            sums.setdefault(r.task_id, []).append(float(getattr(r, metric)))
+    return {t: sum(v) / len(v) for t, v in sums.items()}
 
 
 class RunState(BaseModel):
@@ -219,4 +239,4 @@ MetricLine = Annotated[Union[StepMetrics, ConsolidationMetrics], Field(discrimin
 
 __all__ = ["SCHEMA_VERSION", "Candidate", "ConsolidationMetrics", "GateDecision", "MetricLine", "Reflection",
            "RolloutRecord", "RunMeta", "RunState", "RunSummary", "SkillVersion", "SplitScore", "StepBatch",
-           "StepMetrics", "VersionStatus", "now"]
+           "StepMetrics", "VersionStatus", "now", "per_task"]
