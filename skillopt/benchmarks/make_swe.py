@@ -799,8 +799,8 @@ def model_rewriter(spec: str, env) -> Callable[[str, SweInstance], str]:
     model, models = parse_model_spec(spec), Models(env)
 
     def rewrite(statement: str, inst: SweInstance) -> str:
-        prompt = render(REWRITE_TEMPLATE, statement=statement, package=getattr(inst, "package", inst.repo),
-                        version=inst.version)
+        package = (inst.model_extra or {}).get("package") or inst.repo
+        prompt = render(REWRITE_TEMPLATE, statement=statement, package=package, version=inst.version)
         req = ChatRequest(messages=(Message(role="user", content=prompt),), max_tokens=1500)
         text = asyncio.run(models.chat(model, req, "optimizer")).text.strip()
         return text or statement
