@@ -16,7 +16,7 @@ from pathlib import Path
 from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.engine.settings import Settings
-from skillopt.harness.agent_common import pid_alive
+from skillopt.harness.process import pid_alive
 from skillopt.harness.base import Harness, Limits, PlacesSkill, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.meter import Meter

@@ -23,8 +23,8 @@ from typing import Any
 
 from skillopt.harness.agent_common import (
     NUDGE, AgentHarness, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint, mentions_skill_file,
-    watchdog,
 )
+from skillopt.harness.process import watchdog
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.prices import cost_usd
