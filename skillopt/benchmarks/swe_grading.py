@@ -16,7 +16,6 @@ a one-line `MissingExtra`.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any

@@ -10,9 +10,7 @@ no other process holds the run (`RunStore.lock`).
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import sqlite3
 from collections.abc import Callable
@@ -21,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import BadInput
-from skillopt.store.files import atomic_write_json, atomic_write_text, json_line, read_jsonl
+from skillopt.store.files import atomic_write_json, atomic_write_text, json_line, read_jsonl, release_lock, try_lock
 from skillopt.store.schema import SCHEMA_VERSION, RunMeta
 
 META_FILE = "run.json"
@@ -73,20 +71,15 @@ class _held:
         self.fd: int | None = None
 
     def __enter__(self) -> None:
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
+        fd, holder = try_lock(self.root / LOCK_FILE)
+        if fd is None:
             raise BadInput(f"run {self.root.name} was written by an older skillopt and is in use by process "
                            f"{holder}: open it once that process has ended (it is then upgraded)") from None
         self.fd = fd
 
     def __exit__(self, *exc: object) -> None:
         if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
+            release_lock(self.fd)
 
 
 # 1 -> 2: typed run records ----------------------------------------------------------------------------

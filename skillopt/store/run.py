@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -19,7 +18,7 @@ from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
 from skillopt.store.files import (
-    append_jsonl, atomic_write_json, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
+    append_jsonl, atomic_write_json, release_lock, try_lock, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
     write_new_text,
 )
 from skillopt.store.migrate import LOCK_FILE, upgrade, write_meta
@@ -121,12 +120,8 @@ class RunStore:
         """
         if self._lock_fd is not None:
             return
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
+        fd, holder = try_lock(self.root / LOCK_FILE)
+        if fd is None:
             raise BadInput(f"run {self.run_id} is in use by process {holder}: wait for it to end (or stop it), "
                            f"then run again") from None
         os.ftruncate(fd, 0)
@@ -136,8 +131,7 @@ class RunStore:
     def unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            release_lock(fd)
 
     @property
     def locked(self) -> bool:
