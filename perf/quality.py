@@ -64,8 +64,24 @@ def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
         "val_size": len({x["task_id"] for x in rows if x["split"] == "val"}),
         "candidates": summary.get("candidates", {}), "accepted": summary.get("candidates_accepted", 0),
         "best_skill": (run / "best_skill.md").read_text(),
+        "decisions": gate_evidence(run),
         "optimizer_calls": summary["meter"]["roles"].get("optimizer", {}).get("calls", 0),
     }
+
+
+def gate_evidence(run: Path) -> list[dict]:
+    """Every gated candidate of the run: where it came from, the val wins and losses, why it stopped."""
+    out = []
+    for path in sorted((run / "steps").glob("*/candidates.json")):
+        doc = json.loads(path.read_text())
+        for c in doc["candidates"] if isinstance(doc, dict) else doc:
+            g = c.get("gate")
+            if g:
+                out.append({"step": path.parent.name, "origin": c.get("origin"), "accepted": g.get("accepted"),
+                            "wins": g.get("wins"), "losses": g.get("losses"), "evaluated": g.get("evaluated"),
+                            "candidate_score": g.get("candidate_score"), "incumbent_score": g.get("incumbent_score"),
+                            "stop": g.get("stop"), "p_value": g.get("p_value")})
+    return out
 
 
 def summary_sha(run: Path, version: int) -> str:
@@ -128,12 +144,21 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="extra --set for our runs")
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "quality.json"))
     ap.add_argument("--work", default=None, help="folder for the runs (default: a new one under /tmp)")
+    ap.add_argument("--rescan", action="store_true",
+                    help="re-read the finished runs under --work into the JSON (wall times kept), run nothing")
     args = ap.parse_args()
     root = Path(args.work or f"/tmp/skillopt-quality-{time.strftime('%Y%m%d-%H%M%S')}")
     root.mkdir(parents=True, exist_ok=True)
     out_path = Path(args.out)
     results = json.loads(out_path.read_text()).get("runs", []) if out_path.exists() else []
     extra = [x for s in args.set for x in ("--set", s)]
+    if args.rescan:
+        for i, row in enumerate(results):
+            run = root / "runs" / str(row.get("run_id"))
+            if (run / "summary.json").exists():
+                results[i] = {**row, "decisions": gate_evidence(run)}
+        write(out_path, results)
+        return
     for benchmark in args.benchmarks.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             row = run_ours(benchmark, seed, root, extra)

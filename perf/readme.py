@@ -1,10 +1,10 @@
 """Regenerate the README's measured sections from perf/results/*.json.
 
 Two blocks of README.md are rewritten from the result files: between `<!-- perf:begin -->` and
-`<!-- perf:end -->` the performance figures (peers.json, scale.json, local_model.json), between
-`<!-- quality:begin -->` and `<!-- quality:end -->` the learning figures (quality.json,
-gate_sim.json). A file that is missing leaves its part out. `--check` exits 1 when the README is not
-what the results give (nothing is written).
+`<!-- perf:end -->` the performance figures (peers.json, scale.json, local_model.json,
+ray_scaling.json), between `<!-- quality:begin -->` and `<!-- quality:end -->` the learning figures
+(quality.json, gate_sim.json). A file that is missing leaves its part out. `--check` exits 1 when
+the README is not what the results give (nothing is written).
 
 Usage: python perf/readme.py [--check]
 """
@@ -169,7 +169,27 @@ def local_part(doc: dict) -> list[str]:
     return out
 
 
-def goals_part(peers: dict | None, scale: dict | None, local: dict | None) -> list[str]:
+def ray_part(doc: dict) -> list[str]:
+    rows = [[f"{n} worker node{'s' if n > 1 else ''}", spread(doc["runs"][str(n)], "rollouts_per_s", 1),
+             num(doc[key], "", 1), spread(doc["runs"][str(n)], "wall_s", 1, " s")]
+            for n, key in ((1, "one_node_rollouts_per_s"), (2, "two_nodes_rollouts_per_s"))]
+    return ["### On a Ray cluster", "",
+            f"`{doc.get('command', 'python perf/ray_scaling.py')}`: `skillopt eval --executor ray` of {doc['tasks']} QA "
+            f"tasks, {doc['concurrency']} rollouts in flight, against a fake model server that answers each call in "
+            f"{doc['fake_server_delay_s'] * 1000:.0f} ms. A head node (the driver's, no rollout slots) and two worker "
+            f"nodes of {doc['slots_per_node']} rollout slots each, started with `ray start` on this machine in a "
+            f"loopback-only network namespace; \"1 worker node\" pins the rollouts to the first with a custom "
+            f"resource. Steady-state rollouts/s (the first {doc['concurrency']} completions left out), "
+            f"{doc['repeats']} alternating repeats{f', at nice {nice}' if (nice := doc.get('niceness')) else ''}; the "
+            f"wall time also holds the start (connecting, the probe, Ray's worker processes). "
+            f"{machine_line(doc, 'x')}.", ""] + \
+        table(["", "rollouts/s (repeats)", "median", "wall of the eval"], rows) + \
+        ["", f"2 nodes / 1 node: {doc['ratio']:.2f}x (a node's ideal: {doc['ideal_rollouts_per_s_per_node']:g} "
+             f"rollouts/s, its slots / 200 ms). Both nodes share this machine's 2 CPUs with the driver and the "
+             f"server, so this measures the executor's scheduling, not more hardware.", ""]
+
+
+def goals_part(peers: dict | None, scale: dict | None, local: dict | None, ray: dict | None = None) -> list[str]:
     """The issue's goal figures, each with whether this machine met it (medians)."""
     out = ["### The goals, as measured here", ""]
     if peers and "eval_1000_c64" in peers.get("summary", {}):
@@ -201,6 +221,11 @@ def goals_part(peers: dict | None, scale: dict | None, local: dict | None) -> li
                 out.append(f"- The embedded model serving the quick preset at 2x today's rollouts per minute: "
                            f"{ratio:.2f}x ({new} against {old}, medians of {len(aa)} and {len(bb)} runs): "
                            f"{'met' if ratio >= 2 else 'not met'}.")
+    if ray:
+        out.append(f"- On 2 Ray worker nodes against a 200 ms fake server, at least 1.8x the rollouts/s of 1 node: "
+                   f"{ray['ratio']:.2f}x ({ray['two_nodes_rollouts_per_s']:.1f} against "
+                   f"{ray['one_node_rollouts_per_s']:.1f} rollouts/s, medians of {ray['repeats']}): "
+                   f"{'met' if ray['ratio'] >= 1.8 else 'not met'}.")
     return out + [""]
 
 
@@ -242,19 +267,20 @@ def learning_part(doc: dict) -> list[str]:
     for r in runs:
         d = r.get("test_delta") or {}
         sig = d.get("lo") is not None and d["lo"] > 0
-        rows.append([r["benchmark"], str(r["split_seed"]), f"{r['seed_test']:.3f}", f"{r['best_test']:.3f}",
+        rows.append([r["benchmark"], str(r["split_seed"]), score(r["seed_test"]), score(r["best_test"]),
                      f"{d.get('mean', 0):+.3f} [{d.get('lo', 0):+.3f}, {d.get('hi', 0):+.3f}]" + (" *" if sig else ""),
                      f"{r.get('test_wins')}/{r.get('test_losses')}", str(r["paired_n"]),
                      f"{r['accepted']}", str(r.get("val_rollouts_per_decision") or "-"),
-                     str(r["target_calls_before_test"]), f"{r['wall_s'] / 60:.1f} min"])
+                     str(r["target_calls_before_test"]), f"{r['wall_s'] / 60:.1f} min", gated(r)])
         if r.get("gepa") and "error" not in r["gepa"]:
             g = r["gepa"]
             gd = g["test_delta"]
             rows.append([f"{r['benchmark']} (GEPA 0.1.4)", str(r["split_seed"]), f"{g['seed_test']:.3f}",
                          f"{g['best_test']:.3f}", f"{gd['mean']:+.3f} [{gd['lo']:+.3f}, {gd['hi']:+.3f}]",
-                         "-", str(g["n"]), "-", "-", str(g["target_calls_optimizing"]), f"{g['wall_s'] / 60:.1f} min"])
+                         "-", str(g["n"]), "-", "-", str(g["target_calls_optimizing"]), f"{g['wall_s'] / 60:.1f} min", "-"])
     out += table(["benchmark", "split seed", "seed skill", "best skill", "best - seed [95% CI]", "tasks won/lost",
-                  "n", "edits accepted", "val rollouts per decision", "target calls before test", "wall"], rows)
+                  "n", "edits accepted", "val rollouts per decision", "target calls before test", "wall",
+                  "gated candidates: val won/lost of pairs, stop"], rows)
     gsm = [r for r in runs if r["benchmark"] == "gsm8k"]
     if gsm:
         sig = sum(1 for r in gsm if (r.get("test_delta") or {}).get("lo", 0) > 0)
@@ -268,6 +294,19 @@ def learning_part(doc: dict) -> list[str]:
     return out + [""]
 
 
+def score(s: dict | float) -> str:
+    """A split score as the summary writes it ({"hard", "n", "errors"}), or a bare mean."""
+    if isinstance(s, dict):
+        err = f", {s['errors']} errored" if s.get("errors") else ""
+        return f"{s['hard']:.3f} (n={s['n']}{err})"
+    return f"{s:.3f}"
+
+
+def gated(run: dict) -> str:
+    return "; ".join(f"{d['origin']} {d['wins']}/{d['losses']} of {d['evaluated']}, {d['stop']}"
+                     for d in run.get("decisions", [])) or "none"
+
+
 def render_quality() -> str:
     parts = [GENERATED, ""]
     if doc := load("quality"):
@@ -279,8 +318,9 @@ def render_quality() -> str:
 
 def render() -> str:
     parts = [GENERATED, ""]
-    parts += goals_part(load("peers"), load("scale"), load("local_model"))
-    for name, fn in (("peers", peers_part), ("scale", scale_part), ("local_model", local_part)):
+    parts += goals_part(load("peers"), load("scale"), load("local_model"), load("ray_scaling"))
+    for name, fn in (("peers", peers_part), ("scale", scale_part), ("local_model", local_part),
+                     ("ray_scaling", ray_part)):
         doc = load(name)
         if doc:
             parts += fn(doc)

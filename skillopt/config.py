@@ -91,6 +91,21 @@ class ModelsConfig(_Frozen):
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
 
+class ExecutorConfig(_Frozen):
+    """Where rollouts run (engine/executor.py): `local`, in this process, or `ray`, spread over the
+    nodes of a Ray cluster (engine/ray_executor.py). The rest is for `ray`: what one rollout asks
+    of a node, how often a rollout whose worker or node was lost runs again, and where on the node
+    its workspace goes. Never part of the settings that matter: a run may resume on either."""
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = None  # "auto" (default: $RAY_ADDRESS or a cluster started here), HOST:PORT, ray://HOST:10001
+    num_cpus: Annotated[float, Field(ge=0)] = 1.0  # per rollout
+    memory_mb: Count | None = None  # per rollout (Ray's memory resource)
+    resources: dict[str, float] = Field(default_factory=dict)  # more per rollout; container benchmarks add docker: 1
+    max_retries: Annotated[int, Field(ge=0)] = 3  # a rollout whose worker or node was lost runs again elsewhere
+    work_dir: str | None = None  # on each node: workspaces and grading logs (default: its temp folder)
+
+
 class RunConfig(_Frozen):
     benchmark: str = "gsm8k"
     harness: str = "chat"
@@ -107,6 +122,7 @@ class RunConfig(_Frozen):
     harness_options: dict[str, Any] = Field(default_factory=dict)
     benchmark_options: dict[str, Any] = Field(default_factory=dict)
     sandbox: bool = True  # agents (and tests of their code) run in bubblewrap; False: --no-sandbox
+    executor: ExecutorConfig = ExecutorConfig()  # where rollouts run: local or a Ray cluster
     # what makes two rollouts the same, the resume fingerprint: skillopt.engine.settings
 
 
@@ -292,6 +308,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "train_size": "splits.train", "val_size": "splits.val", "test_size": "splits.test", "split_seed": "splits.seed",
     "max_cost_usd": "budget.max_cost_usd", "max_rollouts": "budget.max_rollouts", "max_tokens": "budget.max_tokens",
     "harness_mode": "harness_options.mode", "sandbox": "sandbox",
+    "executor": "executor.kind", "ray_address": "executor.address",
 }
 
 

@@ -47,7 +47,7 @@ def test_rollouts_take_turns_on_fixed_folders_and_retire_a_hung_one(tmp_path):
     runner = RolloutRunner(store, harness, benchmark, parse_model_spec("openai:gpt-5-mini"),
                            Limits(timeout_s=0.1), Meter(), Emitter(), concurrency=2,
                            settings=settings_that_matter(cfg, benchmark, harness))
-    runner.grace_s = 0.2
+    runner.executor.grace_s = 0.2
     tasks = list(benchmark.tasks("train")) + list(benchmark.tasks("val"))
     first, later = tasks[:6], tasks[6:8]
     hang = first[0].model_copy(update={"id": "hang-1"})

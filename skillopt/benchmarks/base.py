@@ -144,3 +144,11 @@ class DrivesContainerFromHost(Protocol):
 
     @property
     def host_agent_uses_docker(self) -> bool: ...
+
+
+@runtime_checkable
+class RunsContainers(Protocol):
+    """A benchmark whose rollouts start Docker containers (the agent's, the grading's): on a Ray
+    cluster each of its rollouts asks a node for one unit of the custom `docker` resource."""
+
+    uses_docker: bool

@@ -115,6 +115,7 @@ class SWEBenchDocker:
     """SWE-bench in containers (see the module docstring)."""
 
     max_answer_tokens = 4096
+    uses_docker = True  # RunsContainers: on a Ray cluster, each rollout takes a `docker` slot
 
     def __init__(self, load: Any, sizes: SplitSizes | None = None, docker: Docker | None = None,
                  limits: ContainerLimits | None = None, prefix: str = "swebench", agent_in_container: bool = True,

@@ -76,6 +76,9 @@ def run(
                                      help="Tracker URI."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", show_default="sandboxed",
                                     help="Run agents (and tests of their code) without the bubblewrap sandbox."),
+    executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
+    ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
+                                    help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
 ) -> None:
     from skillopt.api import train
 
@@ -89,7 +92,8 @@ def run(
             batch_size=batch_size, concurrency=concurrency, trials=trials, learning_rate=learning_rate,
             schedule=schedule, train_description=train_description, train_size=train_size, val_size=val_size,
             test_size=test_size, split_seed=split_seed, max_cost_usd=max_cost_usd, max_rollouts=max_rollouts,
-            max_tokens=max_tokens, harness_mode=harness_mode, sandbox=False if no_sandbox else None)
+            max_tokens=max_tokens, harness_mode=harness_mode, sandbox=False if no_sandbox else None,
+            executor=executor or ("ray" if ray_address else None), ray_address=ray_address)
     finally:
         view.stop()
     print_summary(result.summary)
@@ -117,6 +121,9 @@ def eval_(
     config: Path = typer.Option(None, "--config", show_default="none", help="YAML config file."),
     overrides: list[str] = typer.Option(None, "--set", show_default="none", help="Dotted override, repeatable."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run agents without the bubblewrap sandbox."),
+    executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
+    ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
+                                    help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
 ) -> None:
     from skillopt.api import evaluate
 
@@ -125,7 +132,8 @@ def eval_(
         result = evaluate(skill, benchmark, split=split, config=config or Globals.config, set=list(overrides or []),
                           runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], harness=harness,
                           target_model=target_model, concurrency=concurrency, trials=trials,
-                          sandbox=False if no_sandbox else None)
+                          sandbox=False if no_sandbox else None,
+                          executor=executor or ("ray" if ray_address else None), ray_address=ray_address)
     finally:
         view.stop()
     trigger = f", skill loaded in {result.trigger.text()}" if result.trigger else ""

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark
 from skillopt.config import RunConfig, redacted
-from skillopt.engine.events import Emitter, Listener, PhaseStarted, RunStarted
+from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
+from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, resolve_specs, size_local_models,
-    token_capture,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, resolve_specs,
+    size_local_models, token_capture,
 )
 from skillopt.harness.workspace import check_skill_name
 from skillopt.models import ProviderEnv
@@ -48,15 +49,17 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
     with open_benchmark(cfg, benchmark) as benchmark:
         check_splits(cfg, benchmark, (split,))
         parts = build_parts(cfg, benchmark, env, None)
-        store = RunStore.create(runs_dir, run_id, lock=True)
-        try:
-            return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts)
-        finally:
-            store.unlock()
+        with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
+            store = RunStore.create(runs_dir, run_id, lock=True)
+            try:
+                return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts, executor)
+            finally:
+                store.unlock()
 
 
 def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: ProviderEnv,
-              listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts) -> EvalResult:
+              listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts,
+              executor: Executor) -> EvalResult:
     runs_dir = store.root.parent
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     size_local_models(specs, cfg.train.concurrency)
@@ -66,9 +69,13 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     meter = parts.meter
     emit = Emitter(listeners)
     emit(RunStarted(store.run_id, config, resumed=False))
-    with isolation(parts, benchmark, store), token_capture(specs.target, store, env, cfg, emit) as capture:
+    if executor.note:
+        emit(Note(executor.note))
+    with isolation(parts, benchmark, store), \
+            token_capture(specs.target, store, env, cfg, emit, executor.callback_host) as capture:
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
-                               cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture)
+                               cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
+                               executor=executor)
         if ref.run is not None:  # reuse what the source run already scored
             runner.cache.update({r.key: r for r in ref.run.rollouts() if not r.errored})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))

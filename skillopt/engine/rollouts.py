@@ -7,20 +7,18 @@ grouped writer (`store.writer`: many rollouts per write and per fsync, in its ow
 from __future__ import annotations
 
 import asyncio
-import heapq
 import os
-import shutil
+from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, Score, Task
+from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.engine.events import Emitter, Note, RolloutDone
+from skillopt.engine.executor import Executor, LocalExecutor, RolloutJob
 from skillopt.engine.settings import Settings
-from skillopt.harness.process import pid_alive
-from skillopt.harness.base import Harness, Limits, PlacesSkill, PromptOnly, Rollout
-from skillopt.harness.workspace import workspace
+from skillopt.harness.base import Harness, Limits, Rollout
 from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
+from skillopt.models.types import CallRecord
 from skillopt.skill import Skill
 from skillopt.store.schema import RolloutRecord
 from skillopt.store.redact import redact
@@ -29,62 +27,71 @@ from skillopt.traces.summary import summarize
 from skillopt.traces.trigger import skill_loaded
 
 
-class Lanes:
-    """Workspace names, one per rollout running at once, handed out lowest first and taken again.
+class Slots:
+    """How many rollouts are in flight at once: at most `ceiling` (`--concurrency`), and at most what
+    the executor can run at once (on a Ray cluster, its rollout slots: nodes join and leave, so it
+    is resized). An async context manager, like a semaphore whose size can change; waiters are
+    served in order."""
 
-    An agent writes its working directory into its system prompt (Claude Code does); on a fixed path
-    the next rollout sends the same prompt prefix, and the model server's prefix cache (llama.cpp,
-    vLLM, the providers' prompt caching) carries over instead of ending at the path. A lane whose
-    agent may still be running (the outer timeout fired) is retired, never reused.
-    """
+    def __init__(self, ceiling: int, available: int):
+        self.ceiling = max(1, ceiling)
+        self.size = self._bound(available)
+        self.used = 0
+        self._waiters: deque[asyncio.Future] = deque()
 
-    def __init__(self, work: Path, pid: int):
-        self.work, self.pid = work, pid  # the pid in the names: two processes on one run never share one
-        self._free: list[int] = []
-        self._next = 0
+    def _bound(self, available: int) -> int:
+        return max(1, min(self.ceiling, available))
 
-    def take(self) -> int:
-        if self._free:
-            return heapq.heappop(self._free)
-        self._next += 1
-        return self._next - 1
+    def resize(self, available: int) -> None:
+        self.size = self._bound(available)
+        self._wake()
 
-    def give(self, lane: int) -> None:
-        heapq.heappush(self._free, lane)
+    def _wake(self) -> None:
+        while self._waiters and self.used < self.size:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.used += 1
+                fut.set_result(None)
 
-    def name(self, lane: int) -> str:
-        return f"lane-{self.pid}-{lane}"
+    async def __aenter__(self) -> None:
+        if self.used < self.size and not self._waiters:
+            self.used += 1
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # handed a slot, then cancelled: give it back
+                self.used -= 1
+                self._wake()
+            raise
 
-    def clear_dead(self) -> None:
-        """Remove the lanes a process that no longer runs left behind (a crash, a kill -9)."""
-        for folder in self.work.glob("lane-*-*"):
-            pid = folder.name.split("-")[1]
-            if pid.isdigit() and not pid_alive(int(pid)):
-                shutil.rmtree(folder, ignore_errors=True)
+    async def __aexit__(self, *exc: object) -> None:
+        self.used -= 1
+        self._wake()
 
 
 class RolloutRunner:
     """Runs (skill, task, trial) rollouts; each finished rollout is appended to rollouts.jsonl
     (through the run's grouped writer) before it counts as done, so an interrupted run never pays
-    for it again."""
+    for it again.
 
-    grace_s = 30.0  # past the rollout timeout, before a harness that did not return is given up
+    Where a rollout runs is the executor's business (`engine.executor`: this process by default, or
+    a Ray cluster); caching, the budget and every write to the run store happen here, in the driver."""
 
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
                  limits: Limits, meter: Meter, emit: Emitter, concurrency: int, settings: Settings,
-                 summary_tokens: int = 400, capture=None):
+                 summary_tokens: int = 400, capture=None, executor: Executor | None = None):
         self.store, self.harness, self.benchmark = store, harness, benchmark
         self.capture = capture  # traces.tokens.TokenCapture for vLLM targets, else None
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
         self.settings = settings  # the settings that matter: they make the cache key
         self.summary_tokens = summary_tokens
         self.concurrency = max(1, concurrency)
-        self._sem = asyncio.Semaphore(self.concurrency)
-        self._lanes = Lanes(store.root / "work", os.getpid())
-        # a harness that never reads its folder gets none (the benchmark scores with this unmade path)
-        self._folderless = isinstance(harness, PromptOnly) and harness.prompt_only
-        if not self._folderless:
-            self._lanes.clear_dead()
+        self.executor = executor or LocalExecutor(harness, benchmark, limits, store.root / "work", os.getpid(),
+                                                  concurrency)
+        self._sem = Slots(self.concurrency, self.executor.slots())
         # errored rollouts (infrastructure failures) are on disk as spent calls, never as results
         self.cache: dict[str, RolloutRecord] = {r.key: r for r in store.rollouts() if not r.errored}
         self.cache_hits = 0
@@ -167,12 +174,13 @@ class RolloutRunner:
         target = self.target
         if self.capture is not None:  # route this rollout through its own recording-proxy URL
             target = await asyncio.to_thread(self.capture.target_for, self.target, key)
-        if self._folderless:
-            ws = self._lanes.work / "none"
-            rollout, _ = await self._guarded_run(task, skill, ws, target)
-            score = await self._score(task, rollout, ws)
-        else:
-            rollout, score = await self._in_lane(task, skill, target)
+        result = await self.executor.execute(RolloutJob(key=key, task=task, skill=skill, target=target))
+        self._sem.resize(self.executor.slots())  # a cluster's nodes come and go
+        rollout, score = result.rollout, result.score
+        if result.node is not None:  # it ran on another node: its model calls were not metered here
+            u = rollout.usage
+            self.meter.record(CallRecord(role="target", model=str(self.target), input_tokens=u.input_tokens,
+                                         output_tokens=u.output_tokens, cost_usd=u.cost_usd, ok=rollout.error is None))
         if self.capture is not None:
             res = await self.capture.collect(key, task.id, reward=score.soft, version=version,
                                              resolved=score.hard >= 1, trial=trial, split=split,
@@ -186,41 +194,8 @@ class RolloutRunner:
             patch=rollout.output.patch, summary=summarize(rollout.trace, rollout.error, self.summary_tokens),
             input_tokens=rollout.usage.input_tokens, output_tokens=rollout.usage.output_tokens,
             cost_usd=rollout.usage.cost_usd, duration_s=round(rollout.duration_s, 3), error=rollout.error,
-            error_kind=rollout.error_kind, trace_file=self.store.trace_path(task.id, key),
+            error_kind=rollout.error_kind, trace_file=self.store.trace_path(task.id, key), node=result.node,
             skill_used=None if rollout.error_kind == "infra" else skill_loaded(rollout.trace),
         )
         # a key echoed back reaches neither the optimizer nor a file
         return RolloutRecord.model_validate(redact(rec)), rollout
-
-    async def _score(self, task: Task, rollout: Rollout, ws: Path) -> Score:
-        if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded
-            return Score(hard=0.0, soft=0.0, feedback=f"not scored: {rollout.error}")
-        return await self.benchmark.score(task, rollout.output, ws)
-
-    async def _in_lane(self, task: Task, skill: Skill, target: ModelSpec) -> tuple[Rollout, Score]:
-        """Run and score in a workspace lane; its preparation and cleanup (git, copies) in a thread."""
-        skill_dir = self.harness.skill_dir if isinstance(self.harness, PlacesSkill) else None
-        lane, reusable = self._lanes.take(), False
-        try:
-            folder = workspace(task, skill, self.benchmark, skill_dir, root=self._lanes.work,
-                               name=self._lanes.name(lane))
-            ws = await asyncio.to_thread(folder.__enter__)
-            try:
-                rollout, reusable = await self._guarded_run(task, skill, ws, target)
-                score = await self._score(task, rollout, ws)
-            finally:
-                await asyncio.to_thread(folder.__exit__, None, None, None)
-        finally:
-            if reusable:
-                self._lanes.give(lane)
-        return rollout, score
-
-    async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
-        """The harness contract says it never raises for agent failure; enforce the timeout too.
-        Also says whether the harness returned (else its agent may still be at work in `ws`)."""
-        try:
-            return await asyncio.wait_for(
-                self.harness.run(task, skill, ws, target, self.limits), self.limits.timeout_s + self.grace_s), True
-        except asyncio.TimeoutError:
-            return Rollout(task_id=task.id, error=f"rollout timed out after {self.limits.timeout_s:.0f}s",
-                           error_kind="agent"), False

@@ -16,8 +16,9 @@ from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStar
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.settings import SCORING_SECTIONS, Settings
+from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, resolve_specs, seed_skill,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, resolve_specs, seed_skill,
     size_local_models, token_capture,
 )
 from skillopt.engine.usage import record_calls, recorded_usage
@@ -42,11 +43,12 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
         check_splits(cfg, benchmark, ("train", "val"))
         parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
         size_local_models(specs, cfg.train.concurrency)
-        store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
-        try:
-            return _train(cfg, store, state, seed, env, listeners, specs, benchmark, parts)
-        finally:
-            store.unlock()
+        with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
+            store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
+            try:
+                return _train(cfg, store, state, seed, env, listeners, specs, benchmark, parts, executor)
+            finally:
+                store.unlock()
 
 
 def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | None,
@@ -78,7 +80,8 @@ def _why_different(saved: dict, cfg: RunConfig) -> str:
 
 
 def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill, env: ProviderEnv,
-           listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts) -> RunSummary:
+           listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts,
+           executor: Executor) -> RunSummary:
     resumed = state is not None
     if state is None:
         store.write_config(redacted(cfg))
@@ -93,9 +96,13 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
     started = summary.started_at if summary else now()
     if warning := gate_size_warning(cfg, benchmark):
         emit(Note(warning))
-    with isolation(parts, benchmark, store), token_capture(specs.target, store, env, cfg, emit) as capture:
+    if executor.note:
+        emit(Note(executor.note))
+    with isolation(parts, benchmark, store), \
+            token_capture(specs.target, store, env, cfg, emit, executor.callback_host) as capture:
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
-                               cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture)
+                               cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
+                               executor=executor)
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)

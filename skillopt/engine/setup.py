@@ -8,16 +8,18 @@ the run folder exists.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, Closable, DrivesContainerFromHost, NeedsPreflight
+from skillopt.benchmarks.base import Benchmark, Closable, DrivesContainerFromHost, NeedsPreflight, RunsContainers
 from skillopt.benchmarks.custom import UsesModels
 from skillopt.config import RunConfig
 from skillopt.engine.events import Emitter, Note
+from skillopt.engine.executor import Executor, LocalExecutor
 from skillopt.engine.settings import Settings, deterministic_mode, effective_limits, settings_that_matter
 from skillopt.engine.usage import check_prices
 from skillopt.errors import BadInput
@@ -157,6 +159,19 @@ def scorer_specs(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv) -> dict
 def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_path: Path | None) -> Parts:
     check_task_paths(benchmark.tasks("all"))  # type: ignore[arg-type]
     scorer_specs(cfg, benchmark, env)
+    meter = Meter(Budget(**cfg.budget.model_dump()))
+    models = make_models(cfg, env, meter, cache_path)
+    if isinstance(benchmark, UsesModels):  # a judge's calls are metered and budgeted with the run's
+        benchmark.bind_models(models)
+    harness, sandbox, relay = harness_parts(cfg, benchmark, models)
+    deterministic = deterministic_mode(cfg, harness)
+    return Parts(settings_that_matter(cfg, benchmark, harness), effective_limits(cfg, benchmark, deterministic),
+                 deterministic, meter, models, harness, sandbox, relay)
+
+
+def harness_parts(cfg: RunConfig, benchmark: Benchmark, models: Models) -> tuple[Harness, Sandbox, Relay | None]:
+    """The harness, the sandbox its agents (and tests of their code) run in, and for agent harnesses
+    the relay that keeps their model key (not started). The driver and each Ray worker build theirs here."""
     agent = harness_info(cfg.harness).agent
     needs_sandbox = agent or isinstance(benchmark, RunsUntrustedCode)
     if agent and cfg.sandbox and isinstance(benchmark, DrivesContainerFromHost) and benchmark.host_agent_uses_docker:
@@ -165,15 +180,9 @@ def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_pa
                        "agent in the container (the default) or pass --no-sandbox to run it knowingly")
     sandbox = make_sandbox(cfg.sandbox) if needs_sandbox else NoSandbox()
     relay = Relay() if agent else None
-    meter = Meter(Budget(**cfg.budget.model_dump()))
-    models = make_models(cfg, env, meter, cache_path)
     harness = make_harness(cfg.harness, HarnessContext(models=models, options=dict(cfg.harness_options),
                                                         sandbox=sandbox, relay=relay))
-    if isinstance(benchmark, UsesModels):  # a judge's calls are metered and budgeted with the run's
-        benchmark.bind_models(models)
-    deterministic = deterministic_mode(cfg, harness)
-    return Parts(settings_that_matter(cfg, benchmark, harness), effective_limits(cfg, benchmark, deterministic),
-                 deterministic, meter, models, harness, sandbox, relay)
+    return harness, sandbox, relay
 
 
 @contextmanager
@@ -186,13 +195,31 @@ def isolation(parts: Parts, benchmark: Benchmark, store: RunStore) -> Iterator[N
 
 
 @contextmanager
-def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: RunConfig, emit: Emitter):
-    """For vLLM targets: the recording proxy for the whole run (token ids + logprobs per call)."""
+def open_executor(cfg: RunConfig, parts: Parts, benchmark: Benchmark, run_id: str, runs_dir: Path,
+                  env: ProviderEnv, target: ModelSpec) -> Iterator[Executor]:
+    """Where the run's rollouts run (`executor.kind`): this process, or a Ray cluster, connected and
+    checked here (every node, the model endpoint) before the run folder is made."""
+    if cfg.executor.kind == "local":
+        yield LocalExecutor(parts.harness, benchmark, parts.limits, (runs_dir / run_id).resolve() / "work",
+                            os.getpid(), cfg.train.concurrency)
+        return
+    from skillopt.engine.ray_executor import RayExecutor
+
+    docker = isinstance(benchmark, RunsContainers) and benchmark.uses_docker
+    with RayExecutor(cfg, run_id, env, parts.limits, target, benchmark, docker) as executor:
+        yield executor
+
+
+@contextmanager
+def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: RunConfig, emit: Emitter,
+                  host: str = "127.0.0.1"):
+    """For vLLM targets: the recording proxy for the whole run (token ids + logprobs per call), on
+    `host`: where the rollouts reach this process (a Ray cluster's nodes: the driver node's address)."""
     if not target.captures_tokens:
         yield None
         return
     from skillopt.traces.tokens import TokenCapture
 
     emit(Note("starting token capture (recording proxy for the vLLM target)"))
-    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark) as capture:
+    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark, host=host) as capture:
         yield capture

@@ -87,6 +87,7 @@ class RolloutRecord(BaseModel):
     trace_file: str | None = None
     skill_used: bool | None = None  # the agent loaded the skill (None: always in its prompt, or not recorded)
     created_at: float = Field(default_factory=now)
+    node: str | None = None  # where it ran: a Ray node (address/id); None: the process that wrote the run
 
     @property
     def errored(self) -> bool:

@@ -11,16 +11,19 @@ completions (with `response_format` JSON schemas and logprobs), completions, Ant
 and the Responses API, with prompt-prefix caching and parallel slots.
 
 `ensure_server(name)` is the one shared server per (process, model), started lazily and restarted
-after a crash. `python -m skillopt.models.local serve NAME [--port P]` serves in the foreground.
+after a crash (or, after `serve_elsewhere`, the server another process runs for this one: a Ray
+node's). `python -m skillopt.models.local serve NAME [--port P]` serves in the foreground.
 """
 
 from skillopt.models.local.registry import (
     DEFAULT_MODEL, HOST, MODELS, LocalModel, LocalModelInfo, LocalServerError, cpu_threads, default_cache_dir,
     get_model,
 )
-from skillopt.models.local.server import LocalServer, ensure_server, reserve_slots, stop_all
+from skillopt.models.local.server import (
+    LocalServer, ServedElsewhere, ensure_server, reserve_slots, serve_elsewhere, stop_all,
+)
 from skillopt.models.local.weights import check_local_model, list_local_models, pull, weights_path
 
 __all__ = ["DEFAULT_MODEL", "HOST", "MODELS", "LocalModel", "LocalModelInfo", "LocalServer", "LocalServerError",
-           "check_local_model", "cpu_threads", "default_cache_dir", "ensure_server", "get_model",
-           "list_local_models", "pull", "reserve_slots", "stop_all", "weights_path"]
+           "ServedElsewhere", "check_local_model", "cpu_threads", "default_cache_dir", "ensure_server", "get_model",
+           "list_local_models", "pull", "reserve_slots", "serve_elsewhere", "stop_all", "weights_path"]

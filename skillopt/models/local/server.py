@@ -27,6 +27,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.errors import MissingExtra
@@ -244,12 +246,32 @@ def _server_entry(name: str) -> LocalServer:
     return server
 
 
-def ensure_server(name: str = DEFAULT_MODEL, reply_tokens: int | None = None) -> LocalServer:
+@dataclass(frozen=True)
+class ServedElsewhere:
+    """A model this process reaches at `base_url` and another process serves (`serve_elsewhere`)."""
+
+    base_url: str
+
+
+_ELSEWHERE: dict[str, Callable[[int | None], str]] = {}
+
+
+def serve_elsewhere(name: str, locate: Callable[[int | None], str]) -> None:
+    """From now on, `ensure_server(name)` in this process is the server `locate(reply_tokens)` names
+    (asked at every call: it starts that server, or restarts it after a crash), not one of this
+    process's own. A Ray worker uses its node's server this way (engine/ray_worker.py)."""
+    _ELSEWHERE[get_model(name).name] = locate
+
+
+def ensure_server(name: str = DEFAULT_MODEL, reply_tokens: int | None = None) -> LocalServer | ServedElsewhere:
     """The one server of this process for `name`: started on first use, restarted if it died.
 
     `reply_tokens` sets the reply length of requests without a cap when this call starts the server
     (Codex's `max_output_tokens`: it sends none); a running server keeps its own.
     """
+    locate = _ELSEWHERE.get(get_model(name).name)
+    if locate is not None:
+        return ServedElsewhere(locate(reply_tokens))
     with _SERVERS_LOCK:
         server = _server_entry(name)
         if reply_tokens and not server.alive():
