@@ -17,13 +17,9 @@ import pytest
 
 import skillopt.benchmarks as bm
 from skillopt.benchmarks.base import RolloutOutput, Task
-from skillopt.benchmarks.make_swe import (
-    _find_def,
-    find_mutations,
-    hide_tests,
-    locate_test,
-    write_rows,
-)
+from skillopt.benchmarks.make_swe.mutate import find_mutations
+from skillopt.benchmarks.make_swe.selection import _find_def, hide_tests, locate_test
+from skillopt.benchmarks.make_swe.write import write_rows
 from skillopt.benchmarks.swe_grading import (
     SweInstance,
     instance_of,
