@@ -187,7 +187,7 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     runs = Path(runs_dir)
     if runs.exists() and not runs.is_dir():
         raise BadInput(f"runs_dir {runs} is a file, not a folder")
-    base = [RunStore.open(runs, resume).read_config()] if resume else []
+    base = [RunStore.open(runs, resume).read_config().layer()] if resume else []
     got = _inputs(benchmark, tasks, scorer, skill, config, preset, set, env, settings, base)
     trackers = []
     if track:
@@ -223,7 +223,7 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
         raise BadInput(f"unknown split {split!r}: use train, val, test or all")
     runs = Path(runs_dir)
     ref = skill_ref(skill, runs)
-    base = [scoring_layer(ref.run.read_config())] if ref.run is not None else []
+    base = [scoring_layer(ref.run.read_config().layer())] if ref.run is not None else []
     got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env, settings, base,
                   need_optimizer=False)
     every = _listeners(listeners, progress)
@@ -282,7 +282,7 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     for ref, label in zip(refs, labels):
         if ref.run is not None:
             d = run_entry(ref, splits, label)
-            cfg = ref.run.read_config()
+            cfg = ref.run.read_config().layer()
             key = repr(sorted((k, repr(cfg.get(k))) for k in ("benchmark", "splits", "benchmark_options")))
             if key not in hashes:
                 hashes[key] = current_data_hash(cfg)
@@ -294,7 +294,7 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                 if first_run is None and benchmark is None and tasks is None and not settings.get("benchmark"):
                     raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (benchmark= in Python) and "
                                    "the target model, or compare it with a run whose settings it should use")
-                base = [scoring_layer(first_run.read_config())] if first_run is not None else []
+                base = [scoring_layer(first_run.read_config().layer())] if first_run is not None else []
                 got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env,
                               settings, base, need_optimizer=False)
                 for n in got.notes:

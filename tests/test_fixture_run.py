@@ -16,6 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.server import FakeModelServer
 from tests.helpers import cli_env, run_cli
 from tests.test_train_e2e import RULE, Scripted
@@ -66,3 +68,19 @@ def test_an_earlier_run_resumes_to_the_end(tmp_path):
     assert summary["scores"]["best"]["test"]["hard"] == 1.0
     assert RULE in (run / "best_skill.md").read_text()
     assert (run / "consolidation" / "epoch-002.json").exists()
+
+
+def test_an_earlier_runs_config_reads_as_the_model_and_gives_back_its_layer(tmp_path):
+    import yaml
+
+    from skillopt.config import StoredConfig
+    from skillopt.errors import BadInput
+    from skillopt.store.run import RunStore
+
+    run = _copy(tmp_path)
+    cfg = RunStore.open(run.parent, run.name).read_config()
+    assert isinstance(cfg, StoredConfig) and cfg.mode == "train" and cfg.harness == "chat"
+    assert cfg.layer() == yaml.safe_load((run / "config.yaml").read_text())  # a resume's layer, key for key
+    (run / "config.yaml").write_text("benchmark: b\nnot_a_setting: 1\n")
+    with pytest.raises(BadInput, match="not_a_setting"):
+        RunStore(run).read_config()

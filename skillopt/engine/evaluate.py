@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark
-from skillopt.config import RunConfig, redacted
+from skillopt.config import RunConfig, StoredConfig
 from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
@@ -63,7 +63,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     runs_dir = store.root.parent
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     size_local_models(specs, cfg.train.concurrency)
-    config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
+    config = StoredConfig.of(cfg, mode="eval", skill=ref.label, split=split)
     store.write_config(config)
     v = store.add_version(ref.skill, parent=None, origin=f"manual ({ref.label})", status="manual")
     meter = parts.meter

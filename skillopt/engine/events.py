@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Union
 
+from skillopt.config import StoredConfig
 from skillopt.optimizer.types import GateDecision
 from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion, StepMetrics
 
@@ -13,7 +14,7 @@ from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion, StepM
 @dataclass(frozen=True)
 class RunStarted:
     run_id: str
-    config: dict[str, Any]
+    config: StoredConfig  # as the run's config.yaml holds it (redacted)
     resumed: bool
     total_steps: int | None = None  # training runs: steps planned over all epochs
     step: int = 0  # steps already done (a resumed run)

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, data_hash
-from skillopt.config import RunConfig, redacted
+from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
@@ -60,7 +60,7 @@ def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | N
     state = store.read_state()
     if state is not None and state.fingerprint != settings.fingerprint(cfg.splits):
         store.unlock()
-        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config(), cfg)}")
+        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config().layer(), cfg)}")
     return store, state
 
 
@@ -84,7 +84,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
            executor: Executor) -> RunSummary:
     resumed = state is not None
     if state is None:
-        store.write_config(redacted(cfg))
+        store.write_config(StoredConfig.of(cfg))
         store.add_version(seed, parent=None, origin="seed", status="seed")
         state = RunState(run_id=store.run_id, fingerprint=parts.settings.fingerprint(cfg.splits))
     state.status, state.stop_reason = "running", None
@@ -106,7 +106,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)
-        emit(RunStarted(store.run_id, redacted(cfg), resumed=resumed, total_steps=trainer.total_steps,
+        emit(RunStarted(store.run_id, StoredConfig.of(cfg), resumed=resumed, total_steps=trainer.total_steps,
                         step=state.step))
         try:
             asyncio.run(_train_and_test(trainer))

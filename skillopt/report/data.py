@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from skillopt.config import StoredConfig
 from skillopt.errors import BadInput
 from skillopt.optimizer.types import Candidate, GateDecision
 from skillopt.store.schema import (
@@ -45,7 +46,7 @@ class RunView:
         return self.store.root.parent
 
     @cached_property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> StoredConfig:
         return self.store.read_config()
 
     @cached_property
@@ -89,23 +90,23 @@ class RunView:
     # facts about the run --------------------------------------------------------------------------
     @property
     def benchmark(self) -> str:
-        return str(self.config.get("benchmark", ""))
+        return self.config.benchmark
 
     @property
     def harness(self) -> str:
-        return str(self.config.get("harness", ""))
+        return self.config.harness
 
     @property
     def target_model(self) -> str:
-        return str(self.config.get("target_model", ""))
+        return self.config.target_model
 
     @property
     def optimizer_model(self) -> str:
-        return str(self.config.get("optimizer_model", "") or "")
+        return self.config.optimizer_model
 
     @property
     def mode(self) -> str:
-        return str(self.config.get("mode", "train"))
+        return self.config.mode
 
     @property
     def status(self) -> str:
@@ -157,8 +158,8 @@ class RunView:
         """This run's rollouts, plus for an evaluation run those it reused from its source run; only
         those of `sha` on `split` when the index answers (it selects them), else all of them."""
         stores = [self.store]
-        source = self.config.get("skill") if self.mode == "eval" else None
-        if isinstance(source, str) and not source.lower().endswith(".md"):
+        source = self.config.skill if self.mode == "eval" else None
+        if source and not source.lower().endswith(".md"):
             run_id = source.partition(":")[0]
             if (self.runs_dir / run_id / "config.yaml").exists() and run_id != self.run_id:
                 stores.append(RunStore(self.runs_dir / run_id))

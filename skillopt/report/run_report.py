@@ -109,7 +109,7 @@ class RunReport(BaseModel):
 # building -------------------------------------------------------------------------------------------
 def build_report(view: RunView, check_data: bool = True) -> RunReport:
     tree = build_lineage(view)
-    metric = str((view.config.get("gate") or {}).get("metric", "hard"))
+    metric = view.config.gate.metric
     st = view.state
     baseline = getattr(st.baseline_val, metric, None) if st and st.baseline_val else None
     rep = RunReport(lineage=tree, metric=metric, baseline_val=baseline,
@@ -136,7 +136,7 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     if check_data:
         from skillopt.engine.settings import data_change
 
-        if note := data_change(view.config, view.data_hash):
+        if note := data_change(view.config.layer(), view.data_hash):
             rep.notes.append(note)
     if view.mode == "eval":
         rep.notes.append("this is an evaluation run: it has no training steps")

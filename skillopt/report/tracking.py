@@ -105,8 +105,8 @@ class MlflowTracker:
             mlflow.start_run(run_id=previous)
         else:
             mlflow.start_run(run_name=event.run_id, tags={RUN_TAG: event.run_id, "skillopt.mode":
-                                                          str(event.config.get("mode", "train"))})
-            params = flatten(redact(event.config))
+                                                          event.config.mode})
+            params = flatten(redact(event.config.layer()))
             items = sorted(params.items())
             for i in range(0, len(items), PARAMS_PER_CALL):
                 mlflow.log_params(dict(items[i:i + PARAMS_PER_CALL]))

@@ -9,7 +9,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -29,6 +29,9 @@ from skillopt.store.schema import (
 from skillopt.store.redact import redact
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
 from skillopt.traces.events import TraceEvent
+
+if TYPE_CHECKING:
+    from skillopt.config import StoredConfig
 
 M = TypeVar("M", bound=BaseModel)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -142,11 +145,19 @@ class RunStore:
         return self.root.name
 
     # config ---------------------------------------------------------------------------------
-    def write_config(self, data: dict[str, Any]) -> None:
-        atomic_write_text(self.root / "config.yaml", yaml.safe_dump(redact(data), sort_keys=False, allow_unicode=True))
+    def write_config(self, config: StoredConfig) -> None:
+        atomic_write_text(self.root / "config.yaml",
+                          yaml.safe_dump(redact(config.layer()), sort_keys=False, allow_unicode=True))
 
-    def read_config(self) -> dict[str, Any]:
-        return yaml.safe_load((self.root / "config.yaml").read_text(encoding="utf-8")) or {}
+    def read_config(self) -> StoredConfig:
+        from skillopt.config import StoredConfig  # config imports store.files: not at module level
+
+        path = self.root / "config.yaml"
+        try:
+            return StoredConfig.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        except ValidationError as e:
+            raise BadInput(f"{path} is not a run configuration skillopt can read ({e.errors()[0]['msg']} at "
+                           f"{'.'.join(map(str, e.errors()[0]['loc']))}): was it edited by hand?") from None
 
     # skill versions --------------------------------------------------------------------------
     def versions(self) -> list[SkillVersion]:

@@ -8,7 +8,7 @@ Readers (report, compare, tracking, progress) read these models, never the JSON 
 | file                                   | model                                    |
 |----------------------------------------|------------------------------------------|
 | run.json                               | `RunMeta`                                |
-| config.yaml                            | the resolved `config.RunConfig`, redacted |
+| config.yaml                            | `config.StoredConfig` (the resolved `RunConfig`, redacted) |
 | skills/index.jsonl (one line a change) | `SkillVersion`                           |
 | rollouts.jsonl                         | `RolloutRecord`                          |
 | calls.jsonl                            | `models.types.CallRecord`                |
