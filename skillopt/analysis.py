@@ -92,7 +92,8 @@ def versions_df(runs: Any = None, runs_dir: str | Path = "runs"):
 def steps_df(runs: Any = None, runs_dir: str | Path = "runs"):
     """One row per training step (metrics.jsonl): train score, candidates, decision, incumbent val
     score, tokens, cost and rollouts so far."""
-    rows = [{"run_id": view.run_id, **m} for view in _views(runs, runs_dir) for m in view.metrics if "step" in m]
+    rows = [{"run_id": view.run_id, **m.model_dump(exclude={"type"})} for view in _views(runs, runs_dir)
+            for m in view.step_metrics()]
     return _pd().DataFrame(rows)
 
 

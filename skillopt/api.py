@@ -33,7 +33,7 @@ from skillopt.engine.events import Emitter, Listener, Note
 from skillopt.errors import BadInput
 from skillopt.models.types import ProviderEnv
 from skillopt.skill import Skill
-from skillopt.store.records import RunSummary
+from skillopt.store.schema import RunSummary
 
 PathLike = str | Path
 
@@ -187,7 +187,7 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     runs = Path(runs_dir)
     if runs.exists() and not runs.is_dir():
         raise BadInput(f"runs_dir {runs} is a file, not a folder")
-    base = [RunStore.open(runs, resume).read_config()] if resume else []
+    base = [RunStore.open(runs, resume).read_config().layer()] if resume else []
     got = _inputs(benchmark, tasks, scorer, skill, config, preset, set, env, settings, base)
     trackers = []
     if track:
@@ -223,7 +223,7 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
         raise BadInput(f"unknown split {split!r}: use train, val, test or all")
     runs = Path(runs_dir)
     ref = skill_ref(skill, runs)
-    base = [scoring_layer(ref.run.read_config())] if ref.run is not None else []
+    base = [scoring_layer(ref.run.read_config().layer())] if ref.run is not None else []
     got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env, settings, base,
                   need_optimizer=False)
     every = _listeners(listeners, progress)
@@ -261,9 +261,9 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     Run references reuse their rollouts; skill files and Skill objects are scored on the first run's
     benchmark and settings (or the ones given), reusing any rollout a run already has.
     Returns a `skillopt.report.compare.Comparison` (pydantic: `.model_dump()`, `.scores`, ...)."""
-    from skillopt.engine.settings import scoring_layer
-    from skillopt.report.compare import compare_skills, run_entry, unique_labels
-    from skillopt.report.scoring import current_data_hash, score_file
+    from skillopt.engine.scoring import score_skill
+    from skillopt.engine.settings import current_data_hash, scoring_layer
+    from skillopt.report.compare import EntryData, SkillEntry, compare_skills, run_entry, unique_labels
 
     if len(skills) < 2:
         raise BadInput("compare needs at least two skills (e.g. RUN:seed RUN:best)")
@@ -282,7 +282,7 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     for ref, label in zip(refs, labels):
         if ref.run is not None:
             d = run_entry(ref, splits, label)
-            cfg = ref.run.read_config()
+            cfg = ref.run.read_config().layer()
             key = repr(sorted((k, repr(cfg.get(k))) for k in ("benchmark", "splits", "benchmark_options")))
             if key not in hashes:
                 hashes[key] = current_data_hash(cfg)
@@ -294,13 +294,18 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                 if first_run is None and benchmark is None and tasks is None and not settings.get("benchmark"):
                     raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (benchmark= in Python) and "
                                    "the target model, or compare it with a run whose settings it should use")
-                base = [scoring_layer(first_run.read_config())] if first_run is not None else []
+                base = [scoring_layer(first_run.read_config().layer())] if first_run is not None else []
                 got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env,
                               settings, base, need_optimizer=False)
                 for n in got.notes:
                     Emitter(list(listeners))(Note(n))
-            d = score_file(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress), label,
-                           benchmark=got.benchmark)
+            scored = score_skill(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress),
+                                 benchmark=got.benchmark)
+            c = got.cfg
+            d = EntryData(SkillEntry(label=label, kind="file", sha=scored.sha, text=ref.skill.render(),
+                                     benchmark=c.benchmark, harness=c.harness, target_model=c.target_model,
+                                     data_hash=scored.data_hash, scored_cached=scored.cached, scored_new=scored.new),
+                          scored.records)
         data.append(d)
     cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
     cmp.notes += notes

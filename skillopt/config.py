@@ -126,6 +126,24 @@ class RunConfig(_Frozen):
     # what makes two rollouts the same, the resume fingerprint: skillopt.engine.settings
 
 
+class StoredConfig(RunConfig):
+    """A run's config.yaml (and `RunStarted.config`): the resolved `RunConfig`, redacted (`redacted`),
+    with what an eval run adds. Part of the run schema (`skillopt.store.schema`)."""
+
+    mode: Literal["train", "eval"] = "train"
+    skill: str | None = None  # eval: the skill it scored
+    split: str | None = None  # eval: the split it scored
+
+    @classmethod
+    def of(cls, cfg: RunConfig, **extra: Any) -> StoredConfig:
+        """`cfg` as a run stores it: secrets masked, unset limits left out, plus `extra` (mode, skill, split)."""
+        return cls.model_validate({**redacted(cfg), **extra})
+
+    def layer(self) -> dict[str, Any]:
+        """The keys config.yaml holds, as a configuration layer (for a resume, `eval`, `compare`)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     # Sized so a full run on a 2-core laptop with the embedded 0.5B model finishes in minutes.
     "quick": {

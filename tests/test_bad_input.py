@@ -15,6 +15,7 @@ from skillopt.errors import BadInput
 from skillopt.harness.workspace import check_task_paths
 from skillopt.benchmarks.base import Task
 from skillopt.store.run import RunStore, safe_name
+from skillopt.config import StoredConfig
 from tests.helpers import write_jsonl
 
 FAKE = "openai-compatible:fake@http://127.0.0.1:9/v1"
@@ -31,7 +32,7 @@ def place(tmp_path, monkeypatch):
     (tmp_path / "SKILL.md").write_text(SKILL)
     (tmp_path / "a-file.txt").write_text("not a folder\n")
     store = RunStore.create(tmp_path / "runs", "done")
-    store.write_config({"benchmark": str(tmp_path / "qa.jsonl"), "harness": "chat", "target_model": FAKE})
+    store.write_config(StoredConfig.model_validate({"benchmark": str(tmp_path / "qa.jsonl"), "harness": "chat", "target_model": FAKE}))
     from skillopt.skill import Skill
 
     store.add_version(Skill.parse(SKILL), parent=None, origin="seed", status="seed")

@@ -28,8 +28,9 @@ from skillopt.stats import (
     wilson_interval,
 )
 from skillopt.skill import Skill
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore
 from skillopt.store.run import RunStore
+from skillopt.config import StoredConfig
 from tests.fakes.server import FakeModelServer
 from tests.helpers import cli_env, run_cli, write_jsonl
 
@@ -119,8 +120,9 @@ def build_run(runs_dir: Path, run_id: str, texts: list[str], scores: dict[tuple[
     """A run directory written record by record: versions `texts` (v0 the seed, each next one a child),
     rollouts `scores[(version, split)] = [(hard, soft) per task t0, t1, ...]`."""
     store = RunStore.create(runs_dir, run_id)
-    store.write_config({"benchmark": str(data or "hand.jsonl"), "harness": "chat", "target_model": target,
-                        "optimizer_model": "openai:gpt-5", "splits": {"seed": 0, "train": 0, "val": 10, "test": 10}})
+    store.write_config(StoredConfig.model_validate({"benchmark": str(data or "hand.jsonl"), "harness": "chat", "target_model": target,
+                                                    "optimizer_model": "openai:gpt-5",
+                                                    "splits": {"seed": 0, "train": 0, "val": 10, "test": 10}}))
     for i, text in enumerate(texts):
         store.add_version(Skill.parse(text), parent=None if i == 0 else i - 1, origin="seed" if i == 0 else f"step {i}",
                           status="seed" if i == 0 else "accepted", step=None if i == 0 else i)

@@ -15,7 +15,8 @@ import pytest
 
 from skillopt.benchmarks.base import Task
 from skillopt.errors import BadInput
-from skillopt.harness.agent_common import DUMMY_KEY, NUDGE
+from skillopt.harness.agent_common import NUDGE
+from skillopt.harness.agent_env import DUMMY_KEY
 from skillopt.harness.base import Limits, Rollout
 from skillopt.harness.registry import HarnessContext, check_compatible, make_harness
 from skillopt.harness.workspace import write_skill

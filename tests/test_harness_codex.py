@@ -16,7 +16,8 @@ import pytest
 
 from skillopt.benchmarks.base import Task
 from skillopt.errors import BadInput
-from skillopt.harness.agent_common import DUMMY_KEY, NUDGE, AgentOptions, Endpoint
+from skillopt.harness.agent_common import NUDGE
+from skillopt.harness.agent_env import DUMMY_KEY, AgentOptions, Endpoint
 from skillopt.harness.base import Limits, Rollout
 from skillopt.harness.codex import app_server_event, codex_config
 from skillopt.harness.registry import HarnessContext, check_compatible, make_harness

@@ -42,6 +42,14 @@ def test_retries_transient_errors_then_succeeds():
     assert snap.roles["target"].calls == 1 and snap.roles["target"].failed_calls == 0
 
 
+def test_openai_spec_follows_openai_base_url():
+    """`openai:<model>` with OPENAI_BASE_URL set calls that server (not the embedded local one)."""
+    with FakeModelServer(lambda r: FakeReply(text=f"model={r.model}")) as srv:
+        models = Models(env=ProviderEnv(openai_api_key="sk-test", openai_base_url=srv.openai_url), retry=FAST)
+        resp = asyncio.run(models.chat(parse_model_spec("openai:gpt-test"), _req(), role="target"))
+    assert resp.text == "model=gpt-test"
+
+
 def test_clear_error_after_the_last_try_and_no_retry_on_400():
     with FakeModelServer(lambda r: FakeReply(status=500, text="boom")) as srv:
         models = Models(retry=FAST)

@@ -265,7 +265,7 @@ def train_in_process(tmp_path: Path, listeners: list, url: str, resume: str | No
              "splits": {"train": 4, "val": 8, "test": 4}, "models": {"retry_base_delay_s": 0.01},
              "train": {"epochs": 2, "batch_size": 4, "concurrency": 2}}
     if resume:  # like the CLI: a resumed run starts from its own config
-        layer = RunStore.open(tmp_path / "runs", resume).read_config()
+        layer = RunStore.open(tmp_path / "runs", resume).read_config().layer()
     cfg = resolve_config(deep_merge(layer, overrides))
     return train(cfg, tmp_path / "runs", ProviderEnv.from_environ({}), listeners, resume=resume)
 

@@ -12,6 +12,7 @@ from skillopt.traces.events import (
     ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, UsageEvent,
 )
 from skillopt.traces.summary import CHARS_PER_TOKEN, discovery_event, head_tail, summarize
+from skillopt.config import StoredConfig
 
 
 def agent_trace(n_calls: int = 2, fail_every: int = 0, output: str = "ok", answer: str = "Done.\nAnswer: 42"):
@@ -92,11 +93,11 @@ def test_head_tail_marks_the_cut():
 def test_traces_show_prints_a_stored_rollout(tmp_path):
     from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
     from skillopt.cli.app import app
-    from skillopt.store.records import RolloutRecord
+    from skillopt.store.schema import RolloutRecord
     from skillopt.store.run import RunStore
 
     store = RunStore.create(tmp_path / "runs", "r1")
-    store.write_config({"benchmark": "b", "harness": "claude-code"})
+    store.write_config(StoredConfig.model_validate({"benchmark": "b", "harness": "claude-code"}))
     events = agent_trace()
     rel = store.write_trace("t1", "k" * 64, events, '{"type": "system", "subtype": "init"}\n')
     store.append_rollout(RolloutRecord(key="k" * 64, task_id="t1", split="train", version=0, skill_sha="s",
@@ -118,11 +119,11 @@ def test_traces_show_says_what_a_power_loss_took(tmp_path):
     loss a trace may be empty or cut short, and `traces show` says so instead of failing."""
     from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
     from skillopt.cli.app import app
-    from skillopt.store.records import RolloutRecord
+    from skillopt.store.schema import RolloutRecord
     from skillopt.store.run import RunStore
 
     store = RunStore.create(tmp_path / "runs", "r1")
-    store.write_config({"benchmark": "b", "harness": "chat"})
+    store.write_config(StoredConfig.model_validate({"benchmark": "b", "harness": "chat"}))
     for task, text in (("cut", agent_trace()[0].model_dump_json() + '\n{"type": "mess'), ("empty", "")):
         rel = store.trace_path(task, task * 30)
         (store.root / rel).parent.mkdir(parents=True, exist_ok=True)

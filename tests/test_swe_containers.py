@@ -18,7 +18,8 @@ import pytest
 
 from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import SplitSizes
-from skillopt.benchmarks.swe_grading import git, instance_of, load_instances
+from skillopt.benchmarks.swe_grading import instance_of, load_instances
+from skillopt.git import git
 from skillopt.benchmarks.swe_local import SHIPPED_TASKS, materialize
 from tests.helpers import cli_env, run_cli
 from tests.swe_docker import DATASET, IDS, containers, gold, images, needs_docker, owned_by

@@ -17,21 +17,17 @@ import pytest
 
 import skillopt.benchmarks as bm
 from skillopt.benchmarks.base import RolloutOutput, Task
-from skillopt.benchmarks.make_swe import (
-    _find_def,
-    find_mutations,
-    hide_tests,
-    locate_test,
-    write_rows,
-)
+from skillopt.benchmarks.make_swe.mutate import find_mutations
+from skillopt.benchmarks.make_swe.selection import _find_def, hide_tests, locate_test
+from skillopt.benchmarks.make_swe.write import write_rows
 from skillopt.benchmarks.swe_grading import (
     SweInstance,
-    git,
     instance_of,
     load_instances,
     swe_task,
-    workspace_diff,
 )
+from skillopt.git import diff as workspace_diff
+from skillopt.git import git
 from skillopt.benchmarks.swe_local import (
     SHIPPED_TASKS,
     SweLocalBenchmark,

@@ -18,7 +18,8 @@ from skillopt.benchmarks.base import RolloutOutput
 from skillopt.benchmarks.swe_grading import SweInstance, grade_log
 from skillopt.benchmarks.docker_engine import ContainerLimits, ContainerSpec, Docker, labels
 from skillopt.benchmarks.environment import task_container
-from skillopt.benchmarks.swe_docker_grading import apply_commands, eval_script, evaluate, grading_spec, image_name
+from skillopt.benchmarks.swe_docker_grading import eval_script, evaluate, grading_spec, image_name
+from skillopt.git import APPLY_CMDS
 from skillopt.benchmarks.swebench_docker import ENV_NOTE, SWEBenchDocker, load_rows
 from skillopt.errors import BadInput
 from tests.swe_docker import DATASET, IDS, images, needs_docker, owned_by
@@ -102,7 +103,7 @@ def test_container_specs_carry_the_limits_labels_and_mounts(inst, tmp_path):
 def test_patch_commands_are_swebench_fallbacks():
     from swebench.harness.run_evaluation import GIT_APPLY_CMDS
 
-    assert apply_commands("/tmp/patch.diff") == [f"{c} /tmp/patch.diff" for c in GIT_APPLY_CMDS]
+    assert [" ".join(c) for c in APPLY_CMDS] == list(GIT_APPLY_CMDS)
 
 
 def test_eval_script_is_the_rows_own_with_the_exit_code_recorded(inst):

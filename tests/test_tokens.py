@@ -21,7 +21,7 @@ from skillopt.harness.workspace import write_skill
 from skillopt.models import Models, ProviderEnv
 from skillopt.models.spec import ModelSpec, parse_model_spec
 from skillopt.skill import Skill
-from skillopt.traces import export, tokens
+from skillopt.traces import capture_proxy, export
 from skillopt.traces.export import ExportFilter, RowMeta, export_runs, rows_from_spans
 from tests.fakes.agent_scripts import skill_then_command
 from tests.fakes.script import FakeReply, always
@@ -101,7 +101,7 @@ def test_responses_replay_is_a_complete_event_stream():
                            {"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "shell",
                             "arguments": "{\"command\": [\"ls\"]}", "status": "completed"}],
                 "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}}
-    events = sse_data(tokens.responses_events(response))
+    events = sse_data(capture_proxy.responses_events(response))
     kinds = [e["type"] for e in events]
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
     assert "response.output_text.delta" in kinds and "response.function_call_arguments.done" in kinds
@@ -119,7 +119,7 @@ def test_messages_and_chat_replays_keep_text_and_tool_input_exactly():
                "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 2},
                "content": [{"type": "text", "text": text},
                            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls  -a"}}]}
-    events = sse_data(tokens.messages_events(message))
+    events = sse_data(capture_proxy.messages_events(message))
     deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
     assert deltas[0]["text"] == text and json.loads(deltas[1]["partial_json"]) == {"command": "ls  -a"}
     assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
@@ -128,7 +128,7 @@ def test_messages_and_chat_replays_keep_text_and_tool_input_exactly():
                                                              "function": {"name": "f", "arguments": "{}"}}]}}],
             "usage": {"prompt_tokens": 1}}
     chunks = [
-        json.loads(c.decode()[6:]) for c in tokens.chat_events(chat, usage=True) if b"[DONE]" not in c]
+        json.loads(c.decode()[6:]) for c in capture_proxy.chat_events(chat, usage=True) if b"[DONE]" not in c]
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == text
     assert chunks[-1]["usage"] == {"prompt_tokens": 1} and chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
 

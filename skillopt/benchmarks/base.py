@@ -106,6 +106,37 @@ class Benchmark(Protocol):
 
 
 @runtime_checkable
+class NeedsPreflight(Protocol):
+    """Optional capability: a benchmark that checks what it needs (a Docker engine, images) before
+    any rollout; `preflight` raises `BadInput` with one line when something is missing."""
+
+    def preflight(self) -> None: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Optional capability: a benchmark holding resources (containers, clients) until `close`."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ShortAnswers(Protocol):
+    """Optional capability: a benchmark that asks for answers of at most `max_answer_tokens`
+    (the run's limit, unless its configuration sets `limits.max_tokens`)."""
+
+    max_answer_tokens: int
+
+
+@runtime_checkable
+class StopSequences(Protocol):
+    """Optional capability: a benchmark whose answers end at one of `stop` (unless the run's
+    configuration sets `limits.stop`)."""
+
+    stop: tuple[str, ...]
+
+
+@runtime_checkable
 class DrivesContainerFromHost(Protocol):
     """A benchmark whose agent may work on the host and run its commands in the task's container
     through the Docker socket (swebench with `agent_in_container=false`). The socket gives whoever

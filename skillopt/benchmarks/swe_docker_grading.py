@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 from skillopt.benchmarks.docker_engine import (
@@ -25,8 +26,8 @@ from skillopt.benchmarks.docker_engine import (
     container_name,
     labels,
 )
+from skillopt.git import Runner, apply_with_fallbacks
 from skillopt.benchmarks.swe_grading import (
-    APPLY_CMDS,
     APPLY_PATCH_FAIL,
     APPLY_PATCH_PASS,
     TESTS_TIMEOUT,
@@ -57,9 +58,14 @@ def eval_script(inst: SweInstance, prefix: str = "swebench") -> str:
     return make_test_spec({**inst.row(), "image": image_name(inst, prefix)}).eval_script
 
 
-def apply_commands(path: str = PATCH_PATH) -> list[str]:
-    """SWE-bench's patch fallbacks, as shell commands on the patch file in the container."""
-    return [f"{shlex.join(cmd)} {path}" for cmd in APPLY_CMDS]
+def _in_container(docker: Docker, container: Any) -> Runner:
+    """Runs a command in the grading container's /testbed (for `skillopt.git.apply_with_fallbacks`)."""
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        code, out, _ = docker.exec(container, shlex.join(argv), 300)
+        return code, out
+
+    return run
 
 
 def grading_spec(inst: SweInstance, limits: ContainerLimits, prefix: str, run: str | None) -> ContainerSpec:
@@ -89,16 +95,7 @@ def evaluate(docker: Docker, inst: SweInstance, patch: str, limits: ContainerLim
         container = docker.create(grading_spec(inst, limits, prefix, run))
         if patch.strip():
             docker.put_text(container, PATCH_PATH, patch)
-            applied, out = False, ""
-            for i, cmd in enumerate(apply_commands()):
-                if i:
-                    docker.exec(container, "git checkout -- . ; git clean -fd", 120)
-                code, out, _ = docker.exec(container, cmd, 300)
-                if code == 0:
-                    applied = True
-                    break
-            if not applied and docker.exec(container, f"git apply --check --reverse {PATCH_PATH}", 120)[0] == 0:
-                applied, out = True, "already applied"
+            applied, out = apply_with_fallbacks(PATCH_PATH, _in_container(docker, container))
             if not applied:
                 write_logs(log_dir, patch, "\n".join([APPLY_PATCH_FAIL, out]) + "\n", **{"eval.sh": script})
                 return GradeReport(instance_id=inst.instance_id, error=f"the patch does not apply: {out[-600:]}",

@@ -16,9 +16,7 @@ a one-line `MissingExtra`.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +24,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from skillopt.benchmarks.base import RolloutOutput, Score, Task
 from skillopt.errors import BadInput, require
+from skillopt.git import diff as workspace_diff
 
-# The fallbacks of swebench.harness.run_evaluation.GIT_APPLY_CMDS (5.0.2), in order; the tree is
-# reset between attempts, and a patch that is already applied counts as applied.
-APPLY_CMDS: tuple[tuple[str, ...], ...] = (
-    ("git", "apply", "--verbose"),
-    ("git", "apply", "--verbose", "--3way"),
-    ("git", "apply", "--verbose", "--reject"),
-    ("patch", "--batch", "--forward", "--fuzz=5", "-p1", "-i"),
-)
 # SWE-bench's log markers (swebench.harness.constants), repeated so building a log needs no import.
 APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
 APPLY_PATCH_PASS = ">>>>> Applied Patch"
@@ -45,8 +36,6 @@ END_TEST_OUTPUT = ">>>>> End Test Output"
 TEST_EXIT_CODE = ">>>>> Test Exit Code"
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")
-# Kept out of every diff: the harnesses' folders and caches.
-GIT_EXCLUDES = (".claude/", ".agents/", ".home/", ".skillopt/", "__pycache__/", "*.pyc", ".pytest_cache/")
 
 
 class SweInstance(BaseModel):
@@ -192,34 +181,6 @@ def patch_files(patch: str) -> list[str]:
     return seen
 
 
-def git(cwd: Path, *args: str, check: bool = True, timeout: float = 300,
-        input: str | None = None) -> subprocess.CompletedProcess:
-    """git with a fixed identity and no user or system configuration."""
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(cwd), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C",
-           "GIT_AUTHOR_NAME": "skillopt", "GIT_AUTHOR_EMAIL": "skillopt@localhost",
-           "GIT_COMMITTER_NAME": "skillopt", "GIT_COMMITTER_EMAIL": "skillopt@localhost",
-           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
-    cmd = ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=" + os.devnull, "-c", "core.autocrlf=false",
-           "-c", "advice.detachedHead=false", "-c", "init.defaultBranch=main", *args]
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, input=input)
-    if check and res.returncode != 0:
-        raise subprocess.CalledProcessError(res.returncode, cmd, res.stdout, res.stderr)
-    return res
-
-
-def workspace_diff(ws: Path) -> str | None:
-    """`git diff` of the workspace against its base commit, new files included (None: not a repo)."""
-    ws = Path(ws)
-    if not (ws / ".git").exists():
-        return None
-    try:
-        git(ws, "add", "-A")
-        return git(ws, "diff", "--cached", "--binary", "HEAD").stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def rollout_patch(out: RolloutOutput, ws: Path | None) -> tuple[str, str]:
     """The patch to grade and where it came from: the harness's patch, else the workspace's diff,
     else the last ```diff block of the reply."""
@@ -227,7 +188,7 @@ def rollout_patch(out: RolloutOutput, ws: Path | None) -> tuple[str, str]:
         return out.patch, "the workspace diff"
     # a harness that gave a patch (even empty) already diffed the workspace, in its sandbox: git here
     # would run the agent's repository configuration (filters, fsmonitor) outside it
-    diff = workspace_diff(ws) if ws is not None and out.patch is None else None
+    diff = workspace_diff(ws) if ws is not None and out.patch is None else None  # skillopt.git.diff
     if diff and diff.strip():
         return diff, "the workspace diff"
     blocks = _DIFF_BLOCK.findall(out.text or "")

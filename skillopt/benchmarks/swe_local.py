@@ -44,16 +44,14 @@ from skillopt.benchmarks.base import (
 )
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.git import apply_with_fallbacks, base_commit, git, local_runner
 from skillopt.benchmarks.swe_grading import (
-    APPLY_CMDS,
     APPLY_PATCH_FAIL,
     APPLY_PATCH_PASS,
-    GIT_EXCLUDES,
     RESET_FAILED,
     GradeReport,
     SweInstance,
     compose_log,
-    git,
     grade_log,
     grading,
     instance_of,
@@ -139,18 +137,9 @@ def copy_tree(repo: Path, dest: Path) -> None:
 
 
 def fresh_repository(path: Path, message: str) -> str:
-    """Make `path` a new repository whose one commit holds its files; returns the commit id."""
-    git(path, "init", "-q")
-    write_excludes(path)
-    git(path, "add", "-A", "--force")  # every file, even one the project's .gitignore names
-    git(path, "commit", "-q", "--allow-empty", "-m", message)
-    return git(path, "rev-parse", "HEAD").stdout.strip()
-
-
-def write_excludes(path: Path) -> None:
-    exclude = path / ".git" / "info" / "exclude"
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    exclude.write_text("\n".join(GIT_EXCLUDES) + "\n", encoding="utf-8")
+    """Make `path` a new repository whose one commit holds its files (even those its .gitignore
+    names); returns the commit id."""
+    return base_commit(path, message, force=True)
 
 
 def commit_message(inst: SweInstance) -> str:
@@ -174,24 +163,7 @@ def materialize(inst: SweInstance, source: str, ws: Path) -> str:
 
 def apply_patch(repo: Path, patch_file: Path) -> tuple[bool, str]:
     """Apply with SWE-bench's fallbacks, resetting the tree between attempts."""
-    out = ""
-    for i, cmd in enumerate(APPLY_CMDS):
-        if i:
-            git(repo, "checkout", "--", ".", check=False)
-            git(repo, "clean", "-fdq", check=False)
-        try:
-            res = subprocess.run([*cmd, str(patch_file)], cwd=repo, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError) as e:
-            out = f"{' '.join(cmd)}: {e}"
-            continue
-        out = (res.stdout + res.stderr).strip()
-        if res.returncode == 0:
-            return True, out
-    if git(repo, "apply", "--check", "--reverse", str(patch_file), check=False).returncode == 0:
-        return True, "already applied"
-    git(repo, "checkout", "--", ".", check=False)
-    git(repo, "clean", "-fdq", check=False)
-    return False, out
+    return apply_with_fallbacks(str(patch_file), local_runner(repo))
 
 
 def reset_test_files(repo: Path, inst: SweInstance) -> None:

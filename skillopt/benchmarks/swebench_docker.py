@@ -51,10 +51,10 @@ from skillopt.benchmarks.docker_engine import (
 from skillopt.benchmarks.environment import TaskContainer
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.swe_docker_grading import evaluate, image_name
+from skillopt.git import base_commit
 from skillopt.benchmarks.swe_grading import (
     GradeReport,
     SweInstance,
-    git,
     grading,
     instance_of,
     load_instances,
@@ -250,14 +250,8 @@ def _close_ref(ref: weakref.ReferenceType) -> None:
 
 def _commit_leftovers(ws: Path) -> None:
     """Commit what the image left uncommitted in /testbed, so the diff holds only the agent's work."""
-    if not (ws / ".git").exists():
-        return
-    (ws / ".git" / "info").mkdir(parents=True, exist_ok=True)
-    with (ws / ".git" / "info" / "exclude").open("a", encoding="utf-8") as f:
-        f.write("\n.skillopt/\n.claude/\n.agents/\n.home/\n")
-    if git(ws, "status", "--porcelain", check=False).stdout.strip():
-        git(ws, "add", "-A")
-        git(ws, "commit", "-q", "-m", "skillopt: the image's uncommitted state")
+    if (ws / ".git").exists():
+        base_commit(ws, "skillopt: the image's uncommitted state")
 
 
 @benchmark("swebench", description="SWE-bench instances in their Docker images (needs Docker)")

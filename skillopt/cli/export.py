@@ -46,12 +46,12 @@ def export(
         raise BadInput(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
     r = resolve_skill_ref(ref, Globals.runs_dir)
     if r.run is not None:
-        from skillopt.report.scoring import data_change
+        from skillopt.engine.settings import data_change
 
         state, summary = r.run.read_state(), r.run.read_summary()
         if state is not None and state.status != "finished":
             console.print(f"note: run {r.run.run_id} is {state.status}; exporting {r.label} as it is now", markup=False)
-        if summary is not None and (note := data_change(r.run.read_config(), summary.data_hash)):
+        if summary is not None and (note := data_change(r.run.read_config().layer(), summary.data_hash)):
             console.print(f"warning: {note}", markup=False)
     result = export_skill(r.skill, fmt, out_dir, provenance_for(r), name=name, description=description,
                           plugin_name=plugin_name, force=force, license=license)

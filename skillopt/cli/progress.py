@@ -11,7 +11,7 @@ from rich.table import Table
 from skillopt.cli.app import console, out
 from skillopt.engine.events import Event, Note, PhaseStarted, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.stats import wilson_interval
-from skillopt.store.records import RunSummary, SplitScore
+from skillopt.store.schema import RunSummary, SplitScore
 
 
 class ProgressView:
@@ -77,14 +77,14 @@ class ProgressView:
             self.progress.console.print(f"  gate {event.version.label}: {mark} - {escape(g.reason)}")
         elif isinstance(event, StepDone):
             m = event.metrics
-            self.step = m["step"]
-            self.base_cost = None if m.get("cost_unknown") else float(m.get("cost_usd") or 0.0)
-            self.base_rollouts, self.rollouts, self.cost = int(m.get("rollouts") or 0), 0, 0.0
+            self.step = m.step
+            self.base_cost = None if m.cost_unknown else m.cost_usd
+            self.base_rollouts, self.rollouts, self.cost = m.rollouts, 0, 0.0
             of = f"/{self.total_steps}" if self.total_steps else ""
             self.progress.console.print(
-                f"step {m['step']}{of} (epoch {m['epoch'] + 1}): train {m['train_hard']:.3f}, "
-                f"{m.get('candidates', 0)} candidates, {m.get('selected', 0)} gated, "
-                f"decision {m.get('decision') or 'none'}, val {_f(m.get('val'))}; {self._status()}")
+                f"step {m.step}{of} (epoch {m.epoch + 1}): train {m.train_hard:.3f}, "
+                f"{m.candidates} candidates, {m.selected} gated, "
+                f"decision {m.decision or 'none'}, val {_f(m.val)}; {self._status()}")
             self._refresh_run()
         elif isinstance(event, Note):
             self.progress.console.print(f"  {event.text}", markup=False)

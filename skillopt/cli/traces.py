@@ -12,7 +12,7 @@ from skillopt.cli.app import Globals, app, new_app, out
 from skillopt.cli.traces_export import HELP as EXPORT_HELP
 from skillopt.cli.traces_export import export_command
 from skillopt.errors import BadInput
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord
 from skillopt.store.run import RunStore, raw_log_file
 from skillopt.traces.events import (
     ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent, parse_event,

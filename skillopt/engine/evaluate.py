@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark
-from skillopt.config import RunConfig, redacted
+from skillopt.config import RunConfig, StoredConfig
 from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
@@ -19,7 +19,7 @@ from skillopt.engine.setup import (
 from skillopt.harness.workspace import check_skill_name
 from skillopt.models import ProviderEnv
 from skillopt.store.index import RunIndex
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SplitScore, now
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 from skillopt.store.run import RunStore, check_run_id, new_run_id
@@ -63,7 +63,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     runs_dir = store.root.parent
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     size_local_models(specs, cfg.train.concurrency)
-    config = {**redacted(cfg), "mode": "eval", "skill": ref.label, "split": split}
+    config = StoredConfig.of(cfg, mode="eval", skill=ref.label, split=split)
     store.write_config(config)
     v = store.add_version(ref.skill, parent=None, origin=f"manual ({ref.label})", status="manual")
     meter = parts.meter

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Union
 
+from skillopt.config import StoredConfig
 from skillopt.optimizer.types import GateDecision
-from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion, StepMetrics
 
 
 @dataclass(frozen=True)
 class RunStarted:
     run_id: str
-    config: dict[str, Any]
+    config: StoredConfig  # as the run's config.yaml holds it (redacted)
     resumed: bool
     total_steps: int | None = None  # training runs: steps planned over all epochs
     step: int = 0  # steps already done (a resumed run)
@@ -41,7 +42,7 @@ class VersionSaved:
 class StepDone:
     step: int
     epoch: int
-    metrics: dict[str, Any]
+    metrics: StepMetrics
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from skillopt.benchmarks.base import Benchmark, Score, Task
-from skillopt.harness.agent_common import pid_alive
-from skillopt.harness.base import Harness, Limits, PromptOnly, Rollout
+from skillopt.harness.process import pid_alive
+from skillopt.harness.base import Harness, Limits, PlacesSkill, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
 from skillopt.models.spec import ModelSpec
 from skillopt.skill import Skill
@@ -150,7 +150,7 @@ class LocalExecutor:
             ws = self.lanes.work / "none"
             rollout, _ = await self._guarded_run(job.task, job.skill, ws, job.target)
             return RolloutResult(rollout=rollout, score=await self._score(job.task, rollout, ws))
-        skill_dir = getattr(self.harness, "skill_dir", None)
+        skill_dir = self.harness.skill_dir if isinstance(self.harness, PlacesSkill) else None
         lane, reusable = self.lanes.take(), False
         try:
             folder = workspace(job.task, job.skill, self.benchmark, skill_dir, root=self.lanes.work,

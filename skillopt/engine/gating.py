@@ -25,7 +25,7 @@ from skillopt.optimizer.gate import SequentialGate, SignTest, tail
 from skillopt.optimizer.types import GateDecision, GatePair, ScreenResult, TaskComparison
 from skillopt.skill import Skill
 from skillopt.stats import paired_difference_interval
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord
 
 TRIALS_PER_DECISION = 1000  # sampled targets: decision d uses trials d*1000 .. d*1000+trials-1
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from skillopt.config import StoredConfig
 from skillopt.engine.events import Event, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.store.index import RunIndex
-from skillopt.store.records import RolloutRecord, now
+from skillopt.store.schema import RolloutRecord, now
 from skillopt.store.run import RunStore
 
 
@@ -32,7 +33,7 @@ class IndexWriter:
         self.runs_dir = runs_dir
         self._index: RunIndex | None = None  # opened with the run: a run refused at start leaves no database
         self.run_id: str | None = None
-        self.config: dict = {}
+        self.config: StoredConfig | None = None
         self._pending: list[RolloutRecord] = []
 
     def flush(self) -> None:
@@ -71,7 +72,7 @@ class IndexWriter:
             s = event.summary
             for v in RunStore(self.runs_dir / self.run_id).versions():
                 self.index.upsert_version(self.run_id, v)
-            self.index.upsert_run(self.run_id, self.runs_dir / self.run_id, self.config, s.status,
+            self.index.upsert_run(self.run_id, self.runs_dir / self.run_id, self.config or StoredConfig(), s.status,
                                   s.started_at, summary=s, data_hash=s.data_hash)
             # every rollout was announced before this event: the index now answers for the run
             self.index.mark_complete(self.run_id, self.runs_dir / self.run_id / "rollouts.jsonl")

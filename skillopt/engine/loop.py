@@ -24,7 +24,9 @@ from skillopt.optimizer.gate import SignTest
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.types import Candidate, GateDecision, ScoredRollout
 from skillopt.skill import Skill
-from skillopt.store.records import RolloutRecord, RunState, SplitScore
+from skillopt.store.schema import (
+    ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
+)
 from skillopt.store.run import RunStore
 
 
@@ -42,19 +44,7 @@ class Context:
 
 def split_score(records: list[RolloutRecord]) -> SplitScore:
     """Mean scores over the scored rollouts; errored ones (infrastructure) are counted apart."""
-    scored = [r for r in records if not r.errored]
-    n = max(1, len(scored))
-    return SplitScore(hard=round(sum(r.hard for r in scored) / n, 6), soft=round(sum(r.soft for r in scored) / n, 6),
-                      n=len(scored), errors=len(records) - len(scored))
-
-
-def per_task(records: list[RolloutRecord], metric: str) -> dict[str, float]:
-    """Mean score per task over its scored trials (errored rollouts left out)."""
-    sums: dict[str, list[float]] = {}
-    for r in records:
-        if not r.errored:
-            sums.setdefault(r.task_id, []).append(getattr(r, metric))
-    return {t: sum(v) / len(v) for t, v in sums.items()}
+    return SplitScore.of(records)
 
 
 class Trainer:
@@ -74,11 +64,6 @@ class Trainer:
                           min_effect=g.min_effect, futility=g.futility),
             metric=g.metric, trials=g.trials, deterministic=ctx.deterministic, concurrency=cfg.train.concurrency,
             early_stop=g.early_stop, trigger_weight=g.trigger_weight)
-        if state.rejected_buffer and not state.ledger.rejected:  # a run from before the ledger
-            from skillopt.edits import Edit
-
-            state.ledger.rejected = [Edit.model_validate(e) for e in state.rejected_buffer]
-            state.rejected_buffer = []
         self.proposers = build_proposers(ctx)
         self.preparer = Preparer(ctx)
 
@@ -114,15 +99,14 @@ class Trainer:
                                                  retries=cfg.train.retry_errored)
         by_id = {t.id: t for t in batch}
         scored = [self.scored(r, by_id[r.task_id]) for r in records if not r.errored]
-        store.write_step(n, "batch.json", {"version": inc, "tasks": [t.id for t in batch],
-                                           "train": split_score(records).model_dump()})
+        store.write_batch(n, StepBatch(version=inc, tasks=[t.id for t in batch], train=split_score(records)))
         lr = self.schedule(n - 1, self.total_steps)
         search = SearchState(step=n, version=inc, skill=skill, scored=scored, tasks=by_id,
                              rejected=list(self.state.ledger.rejected), max_edits=lr, pool=self.state.pool,
                              ledger=self.state.ledger)
         self.ctx.runner.meter.check()
         candidates = await propose_all(self.proposers, search, self.ctx.emit)
-        store.write_step(n, "reflections.json", search.reflections)
+        store.write_reflections(n, search.reflections)
         for c in candidates:
             self.preparer.prepare(c, skill, list(by_id.values()))
         incumbent_train = {r.task_id: r for r in records}
@@ -130,7 +114,7 @@ class Trainer:
             if c.status == "proposed":
                 await self.screen(c, incumbent_train, by_id)
         decision = await self.gate_candidates(n, skill, candidates)
-        store.write_step(n, "candidates.json", candidates)
+        store.write_candidates(n, candidates)
         self.finish_step(n, lr, records, candidates, decision)
 
     async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord], tasks: dict[str, Task]) -> None:
@@ -159,7 +143,7 @@ class Trainer:
                 c.status, c.note = "not-gated", c.note or "passed the screen; another candidate was gated first"
                 continue
             decision = await self.gate(c, skill)
-            self.ctx.store.write_step(n, "gate.json", decision)
+            self.ctx.store.write_gate(n, decision)
         return decision
 
     async def gate(self, c: Candidate, inc_skill: Skill) -> GateDecision:
@@ -196,15 +180,15 @@ class Trainer:
         decision = await noninferiority_gate(self.ctx.runner, Side(st.incumbent, skill), Side(v.version, cand),
                                              self.val_order, self.settings, st.decisions,
                                              cfg.gate.noninferiority_margin)
-        store.write_json(f"consolidation/epoch-{st.epoch + 1:03d}.json", decision)
+        store.write_consolidation(st.epoch + 1, decision)
         status = "accepted" if decision.accepted else "rejected"
         saved = store.update_version(v.version, status=status, val_score=decision.candidate_score)
         if decision.accepted:
             st.incumbent = st.best = v.version
         self.ctx.emit(VersionSaved(saved, decision))
-        store.append_metric({"consolidate_epoch": st.epoch + 1, "version": v.version,
-                             "decision": "accept" if decision.accepted else "reject", "reason": decision.reason,
-                             "val_rollouts": decision.rollouts})
+        store.append_metric(ConsolidationMetrics(
+            consolidate_epoch=st.epoch + 1, version=v.version, decision="accept" if decision.accepted else "reject",
+            reason=decision.reason, val_rollouts=decision.rollouts))
 
     # helpers ---------------------------------------------------------------------------------------
     def batches(self, epoch: int) -> list[list[Task]]:
@@ -236,20 +220,20 @@ class Trainer:
                     decision: GateDecision | None) -> None:
         snap = self.ctx.runner.meter.snapshot()
         gated = [c for c in candidates if c.gate is not None]
-        metrics = {
-            "step": n, "epoch": self.state.epoch, "version": self.state.incumbent, "learning_rate": lr,
-            "train_hard": split_score(records).hard, "train_errors": split_score(records).errors,
-            "candidates": len(candidates), "proposed": sum(len(c.edits) for c in candidates),
-            "selected": len(gated), "applied": sum(c.version is not None for c in candidates),
-            "leaked": sum(c.status == "leaked" for c in candidates),
-            "screened_out": sum(c.status == "screened-out" for c in candidates),
-            "screen_rollouts": sum(c.screen.rollouts for c in candidates if c.screen),
-            "val_rollouts": sum(c.gate.rollouts for c in gated),
-            "decision": None if decision is None else ("accept" if decision.accepted else "reject"),
-            "val": getattr(self.state.incumbent_val, self.ctx.cfg.gate.metric, None),
-            "tokens": snap.tokens, "cost_usd": round(snap.known_cost_usd, 6), "cost_unknown": snap.cost_unknown,
-            "rollouts": snap.rollouts,
-        }
+        train = split_score(records)
+        metrics = StepMetrics(
+            step=n, epoch=self.state.epoch, version=self.state.incumbent, learning_rate=lr,
+            train_hard=train.hard, train_errors=train.errors,
+            candidates=len(candidates), proposed=sum(len(c.edits) for c in candidates),
+            selected=len(gated), applied=sum(c.version is not None for c in candidates),
+            leaked=sum(c.status == "leaked" for c in candidates),
+            screened_out=sum(c.status == "screened-out" for c in candidates),
+            screen_rollouts=sum(c.screen.rollouts for c in candidates if c.screen),
+            val_rollouts=sum(c.gate.rollouts for c in gated),
+            decision=None if decision is None else ("accept" if decision.accepted else "reject"),
+            val=getattr(self.state.incumbent_val, self.ctx.cfg.gate.metric, None),
+            tokens=snap.tokens, cost_usd=round(snap.known_cost_usd, 6), cost_unknown=snap.cost_unknown,
+            rollouts=snap.rollouts)
         self.ctx.emit(StepDone(n, self.state.epoch, metrics))
 
     def checkpoint(self) -> None:

@@ -20,7 +20,7 @@ from skillopt.models.meter import Meter
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord
 from skillopt.skill import Skill
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord
 from skillopt.store.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize

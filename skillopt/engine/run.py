@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, data_hash
-from skillopt.config import RunConfig, redacted
+from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
@@ -26,7 +26,7 @@ from skillopt.errors import BadInput, BudgetExceeded, RunFailed
 from skillopt.models import ProviderEnv
 from skillopt.skill import Skill
 from skillopt.stats import paired_difference_interval
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, now
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.redact import masked_paths
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
@@ -60,7 +60,7 @@ def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | N
     state = store.read_state()
     if state is not None and state.fingerprint != settings.fingerprint(cfg.splits):
         store.unlock()
-        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config(), cfg)}")
+        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config().layer(), cfg)}")
     return store, state
 
 
@@ -84,7 +84,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
            executor: Executor) -> RunSummary:
     resumed = state is not None
     if state is None:
-        store.write_config(redacted(cfg))
+        store.write_config(StoredConfig.of(cfg))
         store.add_version(seed, parent=None, origin="seed", status="seed")
         state = RunState(run_id=store.run_id, fingerprint=parts.settings.fingerprint(cfg.splits))
     state.status, state.stop_reason = "running", None
@@ -106,7 +106,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)
-        emit(RunStarted(store.run_id, redacted(cfg), resumed=resumed, total_steps=trainer.total_steps,
+        emit(RunStarted(store.run_id, StoredConfig.of(cfg), resumed=resumed, total_steps=trainer.total_steps,
                         step=state.step))
         try:
             asyncio.run(_train_and_test(trainer))
@@ -186,15 +186,15 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     candidates: dict[str, int] = {}
     decisions = val_rollouts = accepted_edits = rejected_edits = 0
     for n in range(1, st.step + 2):
-        for c in store.read_step(n, "candidates.json") or []:
-            candidates[c["status"]] = candidates.get(c["status"], 0) + 1
-            if c.get("gate"):
+        for c in store.read_candidates(n):
+            candidates[c.status] = candidates.get(c.status, 0) + 1
+            if c.gate is not None:
                 decisions += 1
-                val_rollouts += c["gate"].get("rollouts", 0)
-                if c["status"] == "accepted":
-                    accepted_edits += len(c["edits"])
+                val_rollouts += c.gate.rollouts
+                if c.status == "accepted":
+                    accepted_edits += len(c.edits)
                 else:
-                    rejected_edits += len(c["edits"])
+                    rejected_edits += len(c.edits)
     return RunSummary(
         run_id=store.run_id, status=st.status, benchmark=cfg.benchmark, harness=cfg.harness,
         target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=data_hash(tasks),

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from skillopt.benchmarks.base import Benchmark, SplitSizes, Task, data_hash
+from skillopt.benchmarks.base import Benchmark, ShortAnswers, SplitSizes, StopSequences, Task, data_hash
 from skillopt.config import RunConfig
 from skillopt.harness.base import Harness, Limits, SetsTemperature
 from skillopt.models.spec import parse_model_spec
@@ -88,10 +88,11 @@ def effective_limits(cfg: RunConfig, benchmark: Benchmark, deterministic: bool =
     with the gate's seed."""
     limits = cfg.limits
     updates: dict[str, Any] = {"temperature": 0.0, "seed": cfg.gate.seed} if deterministic else {}
-    if "max_tokens" not in cfg.limits.model_fields_set and getattr(benchmark, "max_answer_tokens", None):
-        updates["max_tokens"] = benchmark.max_answer_tokens  # type: ignore[attr-defined]
-    if not limits.stop and getattr(benchmark, "stop", None):
-        updates["stop"] = tuple(benchmark.stop)  # type: ignore[attr-defined]
+    if "max_tokens" not in cfg.limits.model_fields_set and isinstance(benchmark, ShortAnswers) \
+            and benchmark.max_answer_tokens:
+        updates["max_tokens"] = benchmark.max_answer_tokens
+    if not limits.stop and isinstance(benchmark, StopSequences) and benchmark.stop:
+        updates["stop"] = tuple(benchmark.stop)
     return limits.model_copy(update=updates)
 
 
@@ -115,3 +116,29 @@ def settings_that_matter(cfg: RunConfig, benchmark: Benchmark, harness: Harness)
 def scoring_layer(config: dict[str, Any]) -> dict[str, Any]:
     """The sections of a stored run's configuration that decide its scores (a config layer)."""
     return {k: config[k] for k in SCORING_SECTIONS if k in config}
+
+
+def current_data_hash(config: dict[str, Any]) -> tuple[str, str | None]:
+    """(hash of a stored run's benchmark data as it is now, None) or ("", why it could not be checked).
+    Loads the benchmark; runs nothing."""
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.config import resolve_config
+    from skillopt.errors import SkilloptError
+
+    try:
+        cfg = resolve_config(scoring_layer(config))
+        bench = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+        return data_hash([t for s in ("train", "val", "test") for t in bench.tasks(s)]), None  # type: ignore[arg-type]
+    except (SkilloptError, OSError, ValueError) as e:
+        return "", f"could not load benchmark {config.get('benchmark')!r} to check its data: {e}"
+
+
+def data_change(config: dict[str, Any], recorded: str) -> str | None:
+    """A warning when the benchmark data of a run changed since it recorded `recorded` (its data hash)."""
+    if not recorded:
+        return None
+    now_hash, _ = current_data_hash(config)
+    if now_hash and now_hash != recorded:
+        return (f"the benchmark data changed since the run scored it (data hash {recorded} then, {now_hash} now): "
+                f"its scores refer to the old data")
+    return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, DrivesContainerFromHost, RunsContainers
+from skillopt.benchmarks.base import Benchmark, Closable, DrivesContainerFromHost, NeedsPreflight, RunsContainers
 from skillopt.benchmarks.custom import UsesModels
 from skillopt.config import RunConfig
 from skillopt.engine.events import Emitter, Note
@@ -84,15 +84,13 @@ def open_benchmark(cfg: RunConfig, given: Benchmark | None = None) -> Iterator[B
     after the last (containers, clients); benchmarks without `preflight` / `close` need neither.
     `given`: a benchmark built in Python (`skillopt.train(tasks=...)`) instead of one by name."""
     benchmark = given if given is not None else get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-    preflight = getattr(benchmark, "preflight", None)
-    if callable(preflight):
-        preflight()
+    if isinstance(benchmark, NeedsPreflight):
+        benchmark.preflight()
     try:
         yield benchmark
     finally:
-        close = getattr(benchmark, "close", None)
-        if callable(close):
-            close()
+        if isinstance(benchmark, Closable):
+            benchmark.close()
 
 
 def seed_skill(cfg: RunConfig, given: Skill | None = None) -> Skill:

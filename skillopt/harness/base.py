@@ -95,3 +95,11 @@ class PromptOnly(Protocol):
     made, filled or emptied per rollout, and the benchmark scores the reply alone."""
 
     prompt_only: bool
+
+
+@runtime_checkable
+class PlacesSkill(Protocol):
+    """Optional capability: a harness whose agent discovers its skill on disk, in `skill_dir` of its
+    workspace (`.claude/skills`, `.agents/skills`); None (the chat harness): in the prompt."""
+
+    skill_dir: str | None

@@ -21,10 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint, mentions_skill_file,
-    watchdog,
-)
+from skillopt.harness.agent_common import NUDGE, AgentHarness, AgentRun, AgentTrace
+from skillopt.harness.agent_env import Endpoint, agent_home, child_env, endpoint, mentions_skill_file
+from skillopt.harness.process import watchdog
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.prices import cost_usd

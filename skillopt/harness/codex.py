@@ -23,10 +23,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from skillopt.harness.agent_common import (
-    NUDGE, AgentHarness, AgentOptions, AgentRun, AgentTrace, Endpoint, agent_home, child_env, endpoint,
-    mentions_skill_file, watchdog,
-)
+from skillopt.harness.agent_common import NUDGE, AgentHarness, AgentRun, AgentTrace
+from skillopt.harness.agent_env import AgentOptions, Endpoint, agent_home, child_env, endpoint, mentions_skill_file
+from skillopt.harness.process import watchdog
 from skillopt.harness.base import Limits
 from skillopt.harness.place import runs_in_container
 from skillopt.harness.registry import HarnessContext, harness

@@ -16,9 +16,12 @@ workspace (`benchmarks.environment.TaskContainer`), else the host. Only the harn
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
+
+from skillopt.git import base_commit, write_excludes
 
 
 class Place(Protocol):
@@ -51,7 +54,6 @@ class HostPlace:
         self.wrap, self.git_wrap = wrap, git_wrap
         self.setup_error: str | None = None
         if coding:
-            from skillopt.harness.agent_common import prepare_git
 
             self.setup_error = prepare_git(self.ws)  # before the agent: the repository is still ours
 
@@ -69,9 +71,9 @@ class HostPlace:
         """Nothing: `kill_tree` already ended the agent's whole process tree."""
 
     def diff(self) -> str | None:
-        from skillopt.harness.agent_common import workspace_diff
+        from skillopt.git import diff
 
-        return workspace_diff(self.ws, self.git_wrap)
+        return diff(self.ws, self.git_wrap)
 
     def close(self) -> None:
         pass
@@ -101,3 +103,18 @@ def open_place(ws: Path, coding: bool, tools: list[str], skill_dir: str | None, 
                            skill_dir)
     place.open()
     return place
+
+
+def prepare_git(ws: Path) -> str | None:
+    """Make the workspace a git repository with a base commit (unless it is one); hide harness folders.
+
+    Returns an error message when git is missing or fails, else None.
+    """
+    try:
+        if (ws / ".git").exists():
+            write_excludes(ws)
+        else:
+            base_commit(ws, "skillopt: workspace before the agent")
+        return None
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"git: {e}"

@@ -63,7 +63,9 @@ class OpenAIProvider:
     def _endpoint(self, spec: ModelSpec) -> tuple[str, dict[str, str]]:
         key = str(spec)
         if key not in self._bases or spec.provider == "local":  # a local server may have restarted
-            base = spec.base_url or (self._base_url_for(spec) if self._base_url_for else None)
+            base = spec.base_url
+            if not base and spec.provider == "local" and self._base_url_for:
+                base = self._base_url_for(spec)
             if spec.provider == "openai" and not base:
                 base = self.env.openai_base_url or OPENAI_BASE_URL
             api_key = {"openai": self.env.openai_api_key, "vllm": self.env.vllm_api_key}.get(spec.provider)

@@ -3,7 +3,7 @@ paired significance test against the first skill, tokens and cost, and diffs of 
 
 `compare_skills()` is pure: it takes the rollouts of each skill (`EntryData`) and returns a
 `Comparison`. `run_entry()` reads a skill version's rollouts from its run; skill files are scored
-by `skillopt.report.scoring.score_file`.
+by the scoring service (`skillopt.engine.scoring.score_skill`), which `skillopt.api.compare` calls.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from skillopt.report.data import RunView, per_task
+from skillopt.report.data import RunView
 from skillopt.report.lineage import skill_diff
 from skillopt.stats import (
     Interval,
@@ -25,7 +25,7 @@ from skillopt.stats import (
     paired_test,
     score_interval,
 )
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord, per_task
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 
@@ -180,7 +180,7 @@ def _paired(base: EntryData, other: EntryData, split: str, notes: list[str], n_b
         return []
     rows = []
     for metric in ("hard", "soft"):
-        a, b = per_task(a_recs, metric), per_task(b_recs, metric)
+        a, b = per_task(a_recs, metric, skip_errored=False), per_task(b_recs, metric, skip_errored=False)
         out = paired_outcomes(a, b)
         rows.append(PairedRow(split=split, label=other.entry.label, baseline=base.entry.label, metric=metric,  # type: ignore[arg-type]
                               outcomes=out, test=paired_test(a, b, metric, n_boot=n_boot, seed=seed)))

@@ -1,28 +1,22 @@
 """Read-only views of a run directory for compare, lineage and the report.
 
 Everything here reads the run record (config, state, summary, skill versions, rollouts, steps,
-metrics) and the SQLite index; nothing writes.
+metrics) in the run schema (`store.schema`), and the SQLite index; nothing writes (a run from an
+older release is upgraded by `RunStore` when it is opened).
 """
 
 from __future__ import annotations
 
-import json
-
-import sqlite3
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from skillopt.config import StoredConfig
 from skillopt.errors import BadInput
 from skillopt.optimizer.types import Candidate, GateDecision
-from skillopt.store.records import (
-    RolloutRecord,
-    RunState,
-    RunSummary,
-    SkillVersion,
-    SplitScore,
+from skillopt.store.schema import (
+    ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics,
 )
 from skillopt.store.index import RunIndex
 from skillopt.store.run import RunStore
@@ -52,7 +46,7 @@ class RunView:
         return self.store.root.parent
 
     @cached_property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> StoredConfig:
         return self.store.read_config()
 
     @cached_property
@@ -87,7 +81,7 @@ class RunView:
         return index if index is not None and index.answers_for(run_id, store.root / "rollouts.jsonl") else None
 
     @cached_property
-    def metrics(self) -> list[dict[str, Any]]:
+    def metrics(self) -> list[StepMetrics | ConsolidationMetrics]:
         return self.store.metrics()
 
     def versions(self) -> list[SkillVersion]:
@@ -96,23 +90,23 @@ class RunView:
     # facts about the run --------------------------------------------------------------------------
     @property
     def benchmark(self) -> str:
-        return str(self.config.get("benchmark", ""))
+        return self.config.benchmark
 
     @property
     def harness(self) -> str:
-        return str(self.config.get("harness", ""))
+        return self.config.harness
 
     @property
     def target_model(self) -> str:
-        return str(self.config.get("target_model", ""))
+        return self.config.target_model
 
     @property
     def optimizer_model(self) -> str:
-        return str(self.config.get("optimizer_model", "") or "")
+        return self.config.optimizer_model
 
     @property
     def mode(self) -> str:
-        return str(self.config.get("mode", "train"))
+        return self.config.mode
 
     @property
     def status(self) -> str:
@@ -164,8 +158,8 @@ class RunView:
         """This run's rollouts, plus for an evaluation run those it reused from its source run; only
         those of `sha` on `split` when the index answers (it selects them), else all of them."""
         stores = [self.store]
-        source = self.config.get("skill") if self.mode == "eval" else None
-        if isinstance(source, str) and not source.lower().endswith(".md"):
+        source = self.config.skill if self.mode == "eval" else None
+        if source and not source.lower().endswith(".md"):
             run_id = source.partition(":")[0]
             if (self.runs_dir / run_id / "config.yaml").exists() and run_id != self.run_id:
                 stores.append(RunStore(self.runs_dir / run_id))
@@ -180,49 +174,23 @@ class RunView:
         recs = self.records_for(self.store.version(version).sha, split)
         if not recs:
             return None
-        n = len(recs)
-        return SplitScore(hard=round(sum(r.hard for r in recs) / n, 6), soft=round(sum(r.soft for r in recs) / n, 6), n=n)
+        return SplitScore.of(recs, skip_errored=False)  # index rows keep no error kind
 
     # gate decisions ---------------------------------------------------------------------------------------
     def gates(self) -> dict[int, GateDecision]:
-        """Gate decisions by candidate version: steps/*/gate.json, then the SQLite index (consolidation)."""
+        """Gate decisions by candidate version: each candidate's, each consolidation's, then gate.json."""
         if "gates" in self._memo:
             return self._memo["gates"]
         out: dict[int, GateDecision] = {}
         for c in self.candidates():
             if c.gate is not None:
                 out[c.gate.candidate] = c.gate
-        for g in self.consolidations():
+        for g in self.consolidations().values():
             out[g.candidate] = g
-        for path in sorted(self.store.root.glob("steps/*/gate.json")):
-            try:
-                g = GateDecision.model_validate_json(path.read_text(encoding="utf-8"))
-            except ValueError:
-                continue
+        for g in self.store.step_gates():
             out.setdefault(g.candidate, g)
-        for version, gate_json in self._index_gates():  # runs from before consolidation/*.json
-            if version not in out:
-                try:
-                    out[version] = GateDecision.model_validate_json(gate_json)
-                except ValueError:
-                    continue
         self._memo["gates"] = out
         return out
-
-    def _index_gates(self) -> Iterable[tuple[int, str]]:
-        db_path = self.runs_dir / "skillopt.db"
-        if not db_path.exists():
-            return []
-        try:
-            db = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
-            try:
-                rows = db.execute("SELECT version, gate_json FROM skill_versions WHERE run_id=? AND gate_json IS NOT NULL",
-                                  (self.run_id,)).fetchall()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            return []
-        return [(int(v), g) for v, g in rows]
 
     def step_of(self, version: SkillVersion) -> float | None:
         """Where a version sits on the step axis: its step, or (consolidation) half a step after the
@@ -232,41 +200,23 @@ class RunView:
         if version.origin.startswith("consolidate"):
             last = 0
             for m in self.metrics:
-                if "step" in m:
-                    last = int(m["step"])
-                elif m.get("version") == version.version:
+                if isinstance(m, StepMetrics):
+                    last = m.step
+                elif m.version == version.version:
                     return last + 0.5
         return None
 
     def candidates(self) -> list[Candidate]:
         """Every candidate of every step (steps/*/candidates.json), with its screen and gate."""
         if "candidates" not in self._memo:
-            out: list[Candidate] = []
-            for path in sorted(self.store.root.glob("steps/*/candidates.json")):
-                try:
-                    out += [Candidate.model_validate(c) for c in json.loads(path.read_text(encoding="utf-8"))]
-                except ValueError:
-                    continue
-            self._memo["candidates"] = out
+            self._memo["candidates"] = self.store.candidates()
         return self._memo["candidates"]
 
-    def consolidations(self) -> list[GateDecision]:
-        out = []
-        for path in sorted(self.store.root.glob("consolidation/epoch-*.json")):
-            try:
-                out.append(GateDecision.model_validate_json(path.read_text(encoding="utf-8")))
-            except ValueError:
-                continue
-        return out
+    def consolidations(self) -> dict[int, GateDecision]:
+        """The consolidation gate decisions, by epoch (1-based)."""
+        if "consolidations" not in self._memo:
+            self._memo["consolidations"] = self.store.consolidations()
+        return self._memo["consolidations"]
 
-    def applied_edits(self, step: int) -> list[dict[str, Any]]:
-        data = self.store.read_step(step, "applied.json")
-        return data if isinstance(data, list) else []
-
-
-def per_task(records: Iterable[RolloutRecord], metric: str) -> dict[str, float]:
-    """Mean of `metric` per task over its trials."""
-    sums: dict[str, list[float]] = {}
-    for r in records:
-        sums.setdefault(r.task_id, []).append(float(getattr(r, metric)))
-    return {t: sum(v) / len(v) for t, v in sums.items()}
+    def step_metrics(self) -> list[StepMetrics]:
+        return [m for m in self.metrics if isinstance(m, StepMetrics)]

@@ -33,7 +33,7 @@ from skillopt.skill import (
     validate_name,
 )
 from skillopt.store.files import atomic_write_text, writable_output
-from skillopt.store.records import SplitScore, now
+from skillopt.store.schema import SplitScore, now
 from skillopt.store.refs import SkillRef
 
 Format = Literal["claude-skill", "codex-skill", "agents-md", "plugin"]

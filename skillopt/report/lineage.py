@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from skillopt.optimizer.types import GateDecision
 from skillopt.report.data import RunView
-from skillopt.store.records import SplitScore
+from skillopt.store.schema import SplitScore
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 
 
@@ -85,8 +85,6 @@ def build_lineage(view: RunView) -> Lineage:
                         f"on {len(c.screen.tasks)} tasks")
             elif c.gate is None:
                 note = f"{c.origin}; {c.note or c.status}"
-        elif v.step is not None and v.origin.startswith("step"):
-            edits = [_edit(r) for r in view.applied_edits(v.step) if isinstance(r, dict)]
         nodes.append(VersionNode(
             version=v.version, label=v.label, parent=v.parent, origin=v.origin, status=v.status, step=v.step,
             sha=v.sha, val_score=v.val_score, marks=marks.get(v.version, []), gate=gates.get(v.version),
@@ -100,13 +98,6 @@ def build_lineage(view: RunView) -> Lineage:
                    target_model=view.target_model, optimizer_model=view.optimizer_model, status=view.status,
                    stop_reason=(st.stop_reason if st else None) or (summary.stop_reason if summary else None),
                    steps=st.step if st else (summary.steps if summary else 0), data_hash=view.data_hash, nodes=nodes)
-
-
-def _edit(report: dict) -> AppliedEdit:
-    e = report.get("edit") or {}
-    return AppliedEdit(op=str(e.get("op", "?")), anchor=e.get("anchor"), text=str(e.get("text", "")),
-                       rationale=str(e.get("rationale", "")), evidence=[str(x) for x in e.get("evidence") or []],
-                       status=str(report.get("status", "")), detail=str(report.get("detail", "")))
 
 
 def gate_evidence(g: GateDecision) -> str:

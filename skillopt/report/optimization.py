@@ -6,8 +6,6 @@ end-of-epoch consolidations. Reads `steps/*/candidates.json`, `batch.json`, `met
 
 from __future__ import annotations
 
-import re
-
 from pydantic import BaseModel, Field
 
 from skillopt.optimizer.types import Candidate, GateDecision
@@ -135,23 +133,17 @@ def build_optimization(view: RunView, metric: str = "hard") -> Optimization:
     by_step: dict[int, list[Candidate]] = {}
     for c in view.candidates():
         by_step.setdefault(c.step, []).append(c)
-    epochs = {int(m["step"]): int(m.get("epoch", 0)) + 1 for m in view.metrics if "step" in m}
-    decisions = {int(m["step"]): m.get("decision") for m in view.metrics if "step" in m}
+    metrics = {m.step: m for m in view.step_metrics()}
     out = Optimization()
-    for n in sorted(set(by_step) | set(epochs)):
-        batch = view.store.read_step(n, "batch.json") or {}
-        train = batch.get("train") or {}
-        score = f"{train.get(metric, train.get('hard', 0.0)):.3f} on {train.get('n', len(batch.get('tasks', [])))} tasks" \
-            if train else "-"
-        out.steps.append(StepView(step=n, epoch=epochs.get(n, 1), incumbent=f"v{int(batch.get('version', 0)):03d}",
-                                  train=score, decision=decisions.get(n) or "none",
+    for n in sorted(set(by_step) | set(metrics)):
+        batch, m = view.store.read_batch(n), metrics.get(n)
+        score = "-"
+        if batch is not None and batch.train is not None:
+            score = f"{getattr(batch.train, metric, batch.train.hard):.3f} on {batch.train.n} tasks"
+        out.steps.append(StepView(step=n, epoch=m.epoch + 1 if m else 1,
+                                  incumbent=f"v{batch.version if batch else 0:03d}", train=score,
+                                  decision=(m.decision if m else None) or "none",
                                   candidates=[candidate_view(c) for c in by_step.get(n, [])]))
-    for path in sorted(view.store.root.glob("consolidation/epoch-*.json")):
-        m = re.search(r"epoch-(\d+)", path.name)
-        try:
-            g = GateDecision.model_validate_json(path.read_text(encoding="utf-8"))
-        except ValueError:
-            continue
-        if m:
-            out.consolidations[int(m.group(1))] = ConsolidationView(epoch=int(m.group(1)), gate=gate_view(g))
+    for epoch, g in view.consolidations().items():
+        out.consolidations[epoch] = ConsolidationView(epoch=epoch, gate=gate_view(g))
     return out

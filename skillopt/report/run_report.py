@@ -15,7 +15,8 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from skillopt import __version__
-from skillopt.report.data import RunView, per_task
+from skillopt.report.data import RunView
+from skillopt.store.schema import per_task
 from skillopt.report.lineage import Lineage, build_lineage, skill_diff
 from skillopt.stats import Interval, score_interval
 from skillopt.report.optimization import Optimization, build_optimization
@@ -108,14 +109,14 @@ class RunReport(BaseModel):
 # building -------------------------------------------------------------------------------------------
 def build_report(view: RunView, check_data: bool = True) -> RunReport:
     tree = build_lineage(view)
-    metric = str((view.config.get("gate") or {}).get("metric", "hard"))
+    metric = view.config.gate.metric
     st = view.state
     baseline = getattr(st.baseline_val, metric, None) if st and st.baseline_val else None
     rep = RunReport(lineage=tree, metric=metric, baseline_val=baseline,
                     generated_at=time.strftime("%Y-%m-%d %H:%M:%S"))
     rep.candidates = _candidates(view, tree)
     rep.optimization = build_optimization(view, metric)
-    rep.steps = _steps(view, rep.candidates, metric)
+    rep.steps = _steps(view, rep.candidates)
     rep.heatmaps = [h for s in ("val", "test") if (h := _heatmap(view, s)) is not None]
     rep.details = cell_details(view, [(h.split, t, v, sc) for h in rep.heatmaps for t, v, sc in h.cells])
     rep.final = _final(view)
@@ -133,9 +134,9 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     if view.in_progress:
         rep.notes.append(f"the run is {view.status}: this report shows what it has so far")
     if check_data:
-        from skillopt.report.scoring import data_change
+        from skillopt.engine.settings import data_change
 
-        if note := data_change(view.config, view.data_hash):
+        if note := data_change(view.config.layer(), view.data_hash):
             rep.notes.append(note)
     if view.mode == "eval":
         rep.notes.append("this is an evaluation run: it has no training steps")
@@ -157,22 +158,17 @@ def _candidates(view: RunView, tree: Lineage) -> list[CandidatePoint]:
     return sorted(out, key=lambda c: (c.x, c.version))
 
 
-def _steps(view: RunView, cands: list[CandidatePoint], metric: str = "hard") -> list[StepRow]:
+def _steps(view: RunView, cands: list[CandidatePoint]) -> list[StepRow]:
     by_step = {int(c.x): c for c in cands if c.kind == "step"}
     rows = []
-    for m in view.metrics:
-        if "step" not in m:
-            continue
-        n = int(m["step"])
-        tokens, cost = view.usage_of_first(int(m.get("rollouts", 0) or 0))
-        c = by_step.get(n)
+    for m in view.step_metrics():
+        tokens, cost = view.usage_of_first(m.rollouts)
+        c = by_step.get(m.step)
         rows.append(StepRow(
-            step=n, epoch=int(m.get("epoch", 0)) + 1, decision=m.get("decision"), candidate=c.label if c else None,
-            candidate_score=c.score if c else None, incumbent_val=m.get("val"), proposed=int(m.get("proposed", 0)),
-            train=m.get(f"train_{metric}", m.get("train_hard")),
-            selected=int(m.get("selected", 0)), applied=int(m.get("applied", 0) or 0), tokens=int(m.get("tokens", 0)),
-            cost_usd=float(m.get("cost_usd", 0.0) or 0.0),
-            target_tokens=tokens, target_cost_usd=cost))
+            step=m.step, epoch=m.epoch + 1, decision=m.decision, candidate=c.label if c else None,
+            candidate_score=c.score if c else None, incumbent_val=m.val, proposed=m.proposed,
+            train=m.train_hard, selected=m.selected, applied=m.applied,
+            tokens=m.tokens, cost_usd=m.cost_usd, target_tokens=tokens, target_cost_usd=cost))
     return rows
 
 
@@ -188,7 +184,7 @@ def _heatmap(view: RunView, split: str) -> HeatmapData | None:
             continue
         seen_sha[v.sha] = v.label
         cols.append(v.label)
-        cells += [(t, v.label, s) for t, s in per_task(recs, "hard").items()]
+        cells += [(t, v.label, s) for t, s in per_task(recs, "hard", skip_errored=False).items()]
     if not cols:
         return None
     tasks = sorted({t for t, _, _ in cells})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from skillopt.config import StoredConfig
 from skillopt.store.run import RunStore
 
 
@@ -51,7 +51,7 @@ def run_rows(root: Path) -> list[RunRow]:
     return rows
 
 
-def _row(run_id: str, cfg: dict, status: str, summary, versions: int, best: int | None, path: str,
+def _row(run_id: str, cfg: StoredConfig, status: str, summary, versions: int, best: int | None, path: str,
          updated: float) -> RunRow:
     sc = summary.scores if summary else {}
 
@@ -61,9 +61,9 @@ def _row(run_id: str, cfg: dict, status: str, summary, versions: int, best: int 
 
     if best is None and summary is not None:
         best = summary.versions.get("best")
-    return RunRow(run_id=run_id, path=path, mode=str(cfg.get("mode", "train")), status=status,
-                  benchmark=cfg.get("benchmark"), harness=cfg.get("harness"), target_model=cfg.get("target_model"),
-                  optimizer_model=cfg.get("optimizer_model") or None, versions=versions, best=best,
+    return RunRow(run_id=run_id, path=path, mode=cfg.mode, status=status,
+                  benchmark=cfg.benchmark, harness=cfg.harness, target_model=cfg.target_model,
+                  optimizer_model=cfg.optimizer_model or None, versions=versions, best=best,
                   seed_val=hard("seed", "val"), best_val=hard("best", "val"), best_test=hard("best", "test"),
                   updated=updated)
 
@@ -71,7 +71,7 @@ def _row(run_id: str, cfg: dict, status: str, summary, versions: int, best: int 
 def _indexed_runs(root: Path) -> dict[str, RunRow]:
     """The rows of every run the index knows as finished (its summary is in the index)."""
     from skillopt.store.index import RunIndex
-    from skillopt.store.records import RunSummary
+    from skillopt.store.schema import RunSummary
 
     db = root / "skillopt.db"
     if not db.exists():
@@ -83,7 +83,7 @@ def _indexed_runs(root: Path) -> dict[str, RunRow]:
         for r in index.runs():
             if r["status"] != "finished" or not r["summary_json"]:
                 continue
-            cfg, s = json.loads(r["config_json"] or "{}"), RunSummary.model_validate_json(r["summary_json"])
+            cfg, s = StoredConfig.model_validate_json(r["config_json"] or "{}"), RunSummary.model_validate_json(r["summary_json"])
             rows[r["run_id"]] = _row(r["run_id"], cfg, "finished", s, counts.get(r["run_id"], 0), None, "", 0.0)
         return rows
     finally:

@@ -105,8 +105,8 @@ class MlflowTracker:
             mlflow.start_run(run_id=previous)
         else:
             mlflow.start_run(run_name=event.run_id, tags={RUN_TAG: event.run_id, "skillopt.mode":
-                                                          str(event.config.get("mode", "train"))})
-            params = flatten(redact(event.config))
+                                                          event.config.mode})
+            params = flatten(redact(event.config.layer()))
             items = sorted(params.items())
             for i in range(0, len(items), PARAMS_PER_CALL):
                 mlflow.log_params(dict(items[i:i + PARAMS_PER_CALL]))
@@ -119,12 +119,7 @@ class MlflowTracker:
 
     def _step(self, event: StepDone) -> None:
         self.step = event.step
-        metrics = {k: float(v) for k, v in event.metrics.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
-        decision = event.metrics.get("decision")
-        if decision is not None:
-            metrics["accepted"] = 1.0 if decision == "accept" else 0.0
-        self.mlflow.log_metrics(metrics, step=event.step)
+        self.mlflow.log_metrics(event.metrics.numbers, step=event.step)
 
     def _version(self, event: VersionSaved) -> None:
         v = event.version

@@ -10,6 +10,7 @@ passes through `store.redact.redact` first: no secret reaches the disk.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -176,3 +177,22 @@ def writable_output(path: Path, what: str) -> Path:
     except OSError as e:
         raise BadInput(f"cannot write {what} {path}: {e.strerror or type(e).__name__}: pick another path") from None
     return Path(path)
+
+
+def try_lock(path: Path) -> tuple[int | None, str]:
+    """An exclusive, non-blocking `flock` on `path` (made when missing): (its descriptor, "") when
+    held, else (None, what the holder wrote in it). The operating system drops it when its process
+    dies, even by kill -9."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        return None, holder
+    return fd, ""
+
+
+def release_lock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)

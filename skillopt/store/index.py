@@ -14,9 +14,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from skillopt.store.records import RolloutRecord, RunSummary, SkillVersion
+from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion
 from skillopt.store.redact import redact
+
+if TYPE_CHECKING:
+    from skillopt.config import StoredConfig  # config imports store.files: not at run time
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
@@ -115,9 +119,9 @@ class RunIndex:
     def close(self) -> None:
         self.db.close()
 
-    def upsert_run(self, run_id: str, path: Path, config: dict, status: str, created_at: float,
+    def upsert_run(self, run_id: str, path: Path, stored: StoredConfig, status: str, created_at: float,
                    summary: RunSummary | None = None, data_hash: str | None = None) -> None:
-        config = redact(config)
+        config = redact(stored.layer())
         with self._lock, self.db:
             self.db.execute(
                 """INSERT INTO runs (run_id, created_at, status, benchmark, harness, target_model,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -10,26 +9,34 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
 from skillopt.store.files import (
-    append_jsonl, atomic_write_json, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
+    append_jsonl, atomic_write_json, release_lock, try_lock, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
     write_new_text,
 )
-from skillopt.store.records import RolloutRecord, RunState, RunSummary, SkillVersion
+from skillopt.store.migrate import LOCK_FILE, upgrade, write_meta
+from skillopt.store.schema import (
+    Candidate, ConsolidationMetrics, GateDecision, MetricLine, Reflection, RolloutRecord, RunState, RunSummary,
+    SkillVersion, StepBatch, StepMetrics,
+)
 from skillopt.store.redact import redact
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
 from skillopt.traces.events import TraceEvent
 
+if TYPE_CHECKING:
+    from skillopt.config import StoredConfig
+
+M = TypeVar("M", bound=BaseModel)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-LOCK_FILE = ".lock"
+_METRIC_LINE: TypeAdapter[StepMetrics | ConsolidationMetrics] = TypeAdapter(MetricLine)
 
 
 def safe_name(text: str) -> str:
@@ -57,10 +64,14 @@ def raw_log_file(trace_file: str) -> str:
 
 
 class RunStore:
-    """Reads and writes one run directory. Versions are kept in memory and in skills/index.jsonl."""
+    """Reads and writes one run directory, in the run schema (`store.schema`). A run written by an
+    older release is upgraded on opening (`store.migrate`). Versions are kept in memory and in
+    skills/index.jsonl."""
 
     def __init__(self, root: Path, durability: Durability = "group"):
         self.root = root.resolve()  # agents run in other folders: every path we hand out is absolute
+        if (self.root / "config.yaml").exists():
+            upgrade(self.root)
         self._lock = threading.Lock()
         self.writer = GroupedWriter(self.root, self.root / "rollouts.jsonl", durability)
         self._lock_fd: int | None = None
@@ -86,6 +97,7 @@ class RunStore:
             if any(p.name != LOCK_FILE for p in root.iterdir()):  # another process got there first
                 store.unlock()
                 raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
+        write_meta(root)
         return store
 
     @classmethod
@@ -111,12 +123,8 @@ class RunStore:
         """
         if self._lock_fd is not None:
             return
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
+        fd, holder = try_lock(self.root / LOCK_FILE)
+        if fd is None:
             raise BadInput(f"run {self.run_id} is in use by process {holder}: wait for it to end (or stop it), "
                            f"then run again") from None
         os.ftruncate(fd, 0)
@@ -126,8 +134,7 @@ class RunStore:
     def unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            release_lock(fd)
 
     @property
     def locked(self) -> bool:
@@ -138,11 +145,19 @@ class RunStore:
         return self.root.name
 
     # config ---------------------------------------------------------------------------------
-    def write_config(self, data: dict[str, Any]) -> None:
-        atomic_write_text(self.root / "config.yaml", yaml.safe_dump(redact(data), sort_keys=False, allow_unicode=True))
+    def write_config(self, config: StoredConfig) -> None:
+        atomic_write_text(self.root / "config.yaml",
+                          yaml.safe_dump(redact(config.layer()), sort_keys=False, allow_unicode=True))
 
-    def read_config(self) -> dict[str, Any]:
-        return yaml.safe_load((self.root / "config.yaml").read_text(encoding="utf-8")) or {}
+    def read_config(self) -> StoredConfig:
+        from skillopt.config import StoredConfig  # config imports store.files: not at module level
+
+        path = self.root / "config.yaml"
+        try:
+            return StoredConfig.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        except ValidationError as e:
+            raise BadInput(f"{path} is not a run configuration skillopt can read ({e.errors()[0]['msg']} at "
+                           f"{'.'.join(map(str, e.errors()[0]['loc']))}): was it edited by hand?") from None
 
     # skill versions --------------------------------------------------------------------------
     def versions(self) -> list[SkillVersion]:
@@ -234,28 +249,51 @@ class RunStore:
     def step_dir(self, step: int) -> Path:
         return self.root / "steps" / f"{step:04d}"
 
-    def write_step(self, step: int, name: str, data: BaseModel | dict | list | str) -> None:
-        path = self.step_dir(step) / name
-        if isinstance(data, str):
-            atomic_write_text(path, data)
-        elif isinstance(data, list):
-            atomic_write_json(path, [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data])
-        else:
-            atomic_write_json(path, data)
+    def write_batch(self, step: int, batch: StepBatch) -> None:
+        atomic_write_json(self.step_dir(step) / "batch.json", batch)
 
-    def read_step(self, step: int, name: str) -> Any:
-        path = self.step_dir(step) / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    def read_batch(self, step: int) -> StepBatch | None:
+        return _read_model(self.step_dir(step) / "batch.json", StepBatch)
 
-    def write_json(self, rel: str, data: BaseModel | dict | list) -> None:
-        """A JSON file under the run (atomic), e.g. consolidation/epoch-001.json."""
-        if isinstance(data, list):
-            data = [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in data]
-        atomic_write_json(self.root / rel, data)
+    def write_reflections(self, step: int, reflections: list[Reflection]) -> None:
+        atomic_write_json(self.step_dir(step) / "reflections.json", [r.model_dump(mode="json") for r in reflections])
 
-    def read_json(self, rel: str) -> Any:
-        path = self.root / rel
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    def write_candidates(self, step: int, candidates: list[Candidate]) -> None:
+        atomic_write_json(self.step_dir(step) / "candidates.json", [c.model_dump(mode="json") for c in candidates])
+
+    def read_candidates(self, step: int) -> list[Candidate]:
+        path = self.step_dir(step) / "candidates.json"
+        if not path.exists():
+            return []
+        return [Candidate.model_validate(c) for c in json.loads(path.read_text(encoding="utf-8"))]
+
+    def candidates(self) -> list[Candidate]:
+        """Every candidate of every step, in step order (a file that cannot be read is left out)."""
+        out: list[Candidate] = []
+        for path in sorted(self.root.glob("steps/*/candidates.json")):
+            try:
+                out += self.read_candidates(int(path.parent.name))
+            except (ValueError, ValidationError):
+                continue
+        return out
+
+    def write_gate(self, step: int, decision: GateDecision) -> None:
+        atomic_write_json(self.step_dir(step) / "gate.json", decision)
+
+    def step_gates(self) -> list[GateDecision]:
+        """The last gate decision of each step (steps/*/gate.json), in step order."""
+        return [g for p in sorted(self.root.glob("steps/*/gate.json")) if (g := _read_model(p, GateDecision))]
+
+    def write_consolidation(self, epoch: int, decision: GateDecision) -> None:
+        atomic_write_json(self.root / "consolidation" / f"epoch-{epoch:03d}.json", decision)
+
+    def consolidations(self) -> dict[int, GateDecision]:
+        """The non-inferiority decision of each consolidated epoch (1-based), by epoch."""
+        out = {}
+        for path in sorted(self.root.glob("consolidation/epoch-*.json")):
+            if (g := _read_model(path, GateDecision)) is not None:
+                out[int(path.stem.removeprefix("epoch-"))] = g
+        return out
 
     def append_call(self, rec: CallRecord) -> None:
         """One paid (or failed) model call that is not part of a rollout (the optimizer's)."""
@@ -264,11 +302,17 @@ class RunStore:
     def calls(self) -> list[CallRecord]:
         return [CallRecord.model_validate(r) for r in read_jsonl(self.root / "calls.jsonl")]
 
-    def append_metric(self, record: dict[str, Any]) -> None:
+    def append_metric(self, record: StepMetrics | ConsolidationMetrics) -> None:
         append_jsonl(self.root / "metrics.jsonl", record)
 
-    def metrics(self) -> list[dict[str, Any]]:
-        return list(read_jsonl(self.root / "metrics.jsonl"))
+    def metrics(self) -> list[StepMetrics | ConsolidationMetrics]:
+        out = []
+        for line in read_jsonl(self.root / "metrics.jsonl"):
+            try:
+                out.append(_METRIC_LINE.validate_python(line))
+            except ValidationError:
+                continue
+        return out
 
     def write_state(self, state: RunState) -> None:
         atomic_write_json(self.root / "state.json", state)
@@ -286,3 +330,13 @@ class RunStore:
 
     def write_best_skill(self, skill: Skill) -> None:
         atomic_write_text(self.root / "best_skill.md", skill.render())
+
+
+def _read_model(path: Path, model: type[M]) -> M | None:
+    """A JSON file as `model`; None when it is missing or cannot be read as one."""
+    if not path.exists():
+        return None
+    try:
+        return model.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError:
+        return None

@@ -1,4 +1,6 @@
-"""Scores for skill files in a comparison, reusing every rollout any run already paid for.
+"""The scoring service: the rollouts of a skill on some splits, reusing every rollout any run
+already paid for. `compare` calls it for skill files (and `eval` runs the same evaluation run);
+report/ only reads what it recorded.
 
 A rollout is reused when its cache key (skill content, task content, trial, and the settings that
 matter: `skillopt.engine.settings`) matches one recorded in any run under the runs folder; only the
@@ -8,50 +10,30 @@ missing ones are run, as an evaluation run (`skillopt.engine.evaluate.evaluate_s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import Benchmark, Task, data_hash
-from skillopt.config import RunConfig, resolve_config
+from skillopt.config import RunConfig
 from skillopt.engine.events import Listener
-from skillopt.engine.settings import scoring_layer, settings_that_matter
+from skillopt.engine.settings import settings_that_matter
 from skillopt.harness.registry import HarnessContext, make_harness
 from skillopt.models import Models
-from skillopt.errors import SkilloptError
 from skillopt.models.types import ProviderEnv
-from skillopt.report.compare import EntryData, SkillEntry
-from skillopt.store.records import RolloutRecord
+from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore
 
-def load_tasks(benchmark: Benchmark, split: str) -> list[Task]:
-    return list(benchmark.tasks(split))  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class ScoredSkill:
+    """A skill's rollouts by split (scored ones only), and what scoring them cost."""
 
-
-def make_benchmark(cfg: RunConfig) -> Benchmark:
-    return get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-
-
-def current_data_hash(config: dict[str, Any]) -> tuple[str, str | None]:
-    """(hash of the run's benchmark data as it is now, None) or ("", why it could not be checked)."""
-    try:
-        cfg = resolve_config(scoring_layer(config))
-        bench = make_benchmark(cfg)
-        return data_hash([t for s in ("train", "val", "test") for t in load_tasks(bench, s)]), None
-    except (SkilloptError, OSError, ValueError) as e:
-        return "", f"could not load benchmark {config.get('benchmark')!r} to check its data: {e}"
-
-
-def data_change(config: dict[str, Any], recorded: str) -> str | None:
-    """A warning when the benchmark data of a run changed since it recorded `recorded` (its data hash)."""
-    if not recorded:
-        return None
-    now_hash, _ = current_data_hash(config)
-    if now_hash and now_hash != recorded:
-        return (f"the benchmark data changed since the run scored it (data hash {recorded} then, {now_hash} now): "
-                f"its scores refer to the old data")
-    return None
+    sha: str
+    records: dict[str, list[RolloutRecord]]
+    cached: int  # rollouts reused from earlier runs
+    new: int  # rollouts run by this call
+    data_hash: str  # of the benchmark's data as it is now
 
 
 def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, RolloutRecord]]:
@@ -74,18 +56,18 @@ def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, Rollou
     return found
 
 
-def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: Path, env: ProviderEnv,
-               listeners: list[Listener], label: str | None = None, benchmark: Benchmark | None = None) -> EntryData:
+def score_skill(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: Path, env: ProviderEnv,
+                listeners: list[Listener], benchmark: Benchmark | None = None) -> ScoredSkill:
     """The rollouts of a skill file on each split: reused where any run has them, run otherwise.
     `benchmark`: one built in Python instead of `cfg.benchmark` by name."""
     skill = ref.skill
-    bench = benchmark if benchmark is not None else make_benchmark(cfg)
+    bench = benchmark if benchmark is not None else get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
     harness = make_harness(cfg.harness, HarnessContext(models=Models(env=env), options=dict(cfg.harness_options)))
     settings, trials = settings_that_matter(cfg, bench, harness), cfg.gate.trials
     wanted: dict[str, dict[str, tuple[str, int]]] = {}  # split -> key -> (task id, trial)
     all_tasks: list[Task] = []
     for split in splits:
-        tasks = load_tasks(bench, split)
+        tasks = list(bench.tasks(split))  # type: ignore[arg-type]
         all_tasks += tasks
         wanted[split] = {settings.rollout_key(skill.sha, t, k): (t.id, k) for t in tasks for k in range(trials)}
     keys = {k for w in wanted.values() for k in w}
@@ -103,12 +85,8 @@ def score_file(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: P
         found = find_rollouts(runs_dir, keys)
     records = {s: [found[k][1].model_copy(update={"split": s}) for k in w if k in found and not found[k][1].errored]
                for s, w in wanted.items()}
-    tasks_now = [t for s in ("train", "val", "test") for t in load_tasks(bench, s)]
-    entry = SkillEntry(label=label or ref.label, kind="file", sha=skill.sha, text=skill.render(),
-                       benchmark=cfg.benchmark, harness=cfg.harness, target_model=cfg.target_model,
-                       data_hash=data_hash(tasks_now), scored_cached=cached,
-                       scored_new=len(found) - cached)
-    return EntryData(entry, records)
+    tasks_now = [t for s in ("train", "val", "test") for t in bench.tasks(s)]  # type: ignore[arg-type]
+    return ScoredSkill(skill.sha, records, cached, len(found) - cached, data_hash(tasks_now))
 
 
 def _best_source(runs_dir: Path, found: dict[str, tuple[str, RolloutRecord]]) -> RunStore | None:

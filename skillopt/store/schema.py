@@ -1,0 +1,243 @@
+"""The run schema: every file a run writes, as the pydantic model it is written and read as.
+
+A run folder carries its schema version in `run.json` (none: version 1, the runs made before the
+schema was typed end to end). `SCHEMA_VERSION` bumps only with a migration appended to
+`store.migrate.MIGRATIONS`, which `RunStore.open` applies to an older run before anything reads it.
+Readers (report, compare, tracking, progress) read these models, never the JSON behind them.
+
+| file                                   | model                                    |
+|----------------------------------------|------------------------------------------|
+| run.json                               | `RunMeta`                                |
+| config.yaml                            | `config.StoredConfig` (the resolved `RunConfig`, redacted) |
+| skills/index.jsonl (one line a change) | `SkillVersion`                           |
+| rollouts.jsonl                         | `RolloutRecord`                          |
+| calls.jsonl                            | `models.types.CallRecord`                |
+| steps/NNNN/batch.json                  | `StepBatch`                              |
+| steps/NNNN/reflections.json            | list of `Reflection`                     |
+| steps/NNNN/candidates.json             | list of `Candidate` (screen, gate)       |
+| steps/NNNN/gate.json                   | `GateDecision` (the step's last)         |
+| consolidation/epoch-NNN.json           | `GateDecision` (non-inferiority)         |
+| metrics.jsonl                          | `MetricLine`: `StepMetrics` or `ConsolidationMetrics` |
+| state.json                             | `RunState` (edit ledger, Pareto pool, meter) |
+| summary.json                           | `RunSummary`                             |
+
+`Candidate`, `GateDecision`, `Reflection`, `EditLedger` and `ParetoPool` are defined beside the
+optimizer code that makes them and are part of this schema: changing one is a schema change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, Field
+
+from skillopt.models.meter import MeterSnapshot
+from skillopt.optimizer.credit import EditLedger
+from skillopt.optimizer.pool import ParetoPool
+from skillopt.optimizer.types import Candidate, GateDecision, Reflection
+from skillopt.stats import Interval
+
+SCHEMA_VERSION = 2
+
+VersionStatus = Literal["seed", "candidate", "accepted", "rejected", "screened-out", "manual"]
+
+
+def now() -> float:
+    return round(time.time(), 3)
+
+
+class SkillVersion(BaseModel):
+    version: int
+    parent: int | None = None
+    sha: str
+    origin: str  # "seed", "step 3", "consolidate epoch 1", "manual"
+    status: VersionStatus = "candidate"
+    step: int | None = None
+    val_score: float | None = None
+    created_at: float = Field(default_factory=now)
+
+    @property
+    def label(self) -> str:
+        return f"v{self.version:03d}"
+
+
+class RolloutRecord(BaseModel):
+    key: str
+    task_id: str
+    split: str
+    version: int
+    skill_sha: str
+    harness: str
+    model: str
+    trial: int = 0
+    hard: float = 0.0
+    soft: float = 0.0
+    feedback: str = ""
+    output: str = ""
+    patch: str | None = None
+    summary: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    duration_s: float = 0.0
+    error: str | None = None
+    error_kind: Literal["infra", "agent"] | None = None  # "infra": not a score (see harness.base.Rollout)
+    trace_file: str | None = None
+    skill_used: bool | None = None  # the agent loaded the skill (None: always in its prompt, or not recorded)
+    created_at: float = Field(default_factory=now)
+    node: str | None = None  # where it ran: a Ray node (address/id); None: the process that wrote the run
+
+    @property
+    def errored(self) -> bool:
+        """An infrastructure failure: never a score, never a cache hit, never gate evidence."""
+        return self.error_kind == "infra"
+
+
+class SplitScore(BaseModel):
+    """Mean scores over the scored rollouts of a split; errored rollouts are counted, not scored."""
+
+    hard: float
+    soft: float
+    n: int
+    errors: int = 0
+
+    @classmethod
+    def of(cls, records: Iterable[RolloutRecord], skip_errored: bool = True) -> SplitScore:
+        """`skip_errored=False`: every record counts (rows of the SQLite index, which keeps no error kind)."""
+        records = list(records)
+        scored = [r for r in records if not (skip_errored and r.errored)]
+        n = max(1, len(scored))
+        return cls(hard=round(sum(r.hard for r in scored) / n, 6), soft=round(sum(r.soft for r in scored) / n, 6),
+                   n=len(scored), errors=len(records) - len(scored))
+
+
+def per_task(records: Iterable[RolloutRecord], metric: str, skip_errored: bool = True) -> dict[str, float]:
+    """Mean of `metric` ("hard" or "soft") per task over its scored trials (errored rollouts left out;
+    `skip_errored=False`: every record counts, as for rows of the SQLite index)."""
+    sums: dict[str, list[float]] = {}
+    for r in records:
+        if not (skip_errored and r.errored):
+            sums.setdefault(r.task_id, []).append(float(getattr(r, metric)))
+    return {t: sum(v) / len(v) for t, v in sums.items()}
+
+
+class RunState(BaseModel):
+    """The checkpoint written after every step; `skillopt run --resume` starts from it."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    status: Literal["running", "stopped", "finished", "failed"] = "running"
+    fingerprint: str
+    epoch: int = 0  # epoch in progress (0-based)
+    batch_index: int = 0  # next batch within the epoch
+    step: int = 0  # steps completed over the whole run
+    consolidated_epochs: list[int] = Field(default_factory=list)
+    incumbent: int = 0
+    best: int = 0  # the selected skill: the last incumbent (every accept passed the sequential test)
+    baseline_val: SplitScore | None = None
+    incumbent_val: SplitScore | None = None
+    ledger: EditLedger = Field(default_factory=EditLedger)
+    pool: ParetoPool = Field(default_factory=ParetoPool)
+    decisions: int = 0  # gate decisions made (numbers the fresh draws of sampled targets)
+    stop_reason: str | None = None
+    meter: MeterSnapshot = Field(default_factory=MeterSnapshot)
+    updated_at: float = Field(default_factory=now)
+
+
+class RunSummary(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    status: str
+    benchmark: str
+    harness: str
+    target_model: str
+    optimizer_model: str
+    data_hash: str = ""
+    versions: dict[str, int] = Field(default_factory=dict)  # seed / best (older runs: also final) -> version
+    scores: dict[str, dict[str, SplitScore | None]] = Field(default_factory=dict)  # role -> split -> score
+    test_delta: Interval | None = None  # best - seed on the test split, paired per task, 95% interval
+    test_wins: int = 0  # test tasks best solved and seed did not
+    test_losses: int = 0
+    gate_decisions: int = 0
+    val_rollouts: int = 0  # validation rollouts paid by gate decisions
+    candidates: dict[str, int] = Field(default_factory=dict)  # status -> count
+    edits_accepted: int = 0
+    edits_rejected: int = 0
+    candidates_accepted: int = 0
+    candidates_rejected: int = 0
+    steps: int = 0
+    stop_reason: str | None = None
+    meter: MeterSnapshot = Field(default_factory=MeterSnapshot)
+    started_at: float = 0.0
+    finished_at: float = Field(default_factory=now)
+
+
+class RunMeta(BaseModel):
+    """run.json: which schema the folder is written in (and by which release)."""
+
+    schema_version: int = SCHEMA_VERSION
+    written_by: str = ""  # skillopt's version
+
+
+class StepBatch(BaseModel):
+    """steps/NNNN/batch.json: the incumbent a step started from, its train batch and the batch's score."""
+
+    version: int
+    tasks: list[str]
+    train: SplitScore | None = None  # runs from before it was recorded
+
+
+class StepMetrics(BaseModel):
+    """One line of metrics.jsonl per step (and the `StepDone` event's metrics)."""
+
+    type: Literal["step"] = "step"
+    step: int
+    epoch: int  # 0-based
+    version: int  # the incumbent after the step
+    learning_rate: int
+    train_hard: float
+    train_errors: int = 0
+    candidates: int = 0
+    proposed: int = 0  # edits proposed over all candidates
+    selected: int = 0  # candidates gated
+    applied: int = 0  # candidates stored as versions
+    leaked: int = 0
+    screened_out: int = 0
+    screen_rollouts: int = 0
+    val_rollouts: int = 0
+    decision: Literal["accept", "reject"] | None = None
+    val: float | None = None  # the incumbent's validation score after the step
+    tokens: int = 0
+    cost_usd: float = 0.0
+    cost_unknown: bool = False
+    rollouts: int = 0  # rollouts paid so far in the run
+
+    @property
+    def numbers(self) -> dict[str, float]:
+        """The numeric metrics (trackers log these), with `accepted` as 0/1 when a decision was made."""
+        out = {k: float(v) for k, v in self.model_dump(exclude={"type", "step", "decision"}).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if self.decision is not None:
+            out["accepted"] = 1.0 if self.decision == "accept" else 0.0
+        return out
+
+
+class ConsolidationMetrics(BaseModel):
+    """One line of metrics.jsonl per end-of-epoch consolidation that was gated."""
+
+    type: Literal["consolidation"] = "consolidation"
+    consolidate_epoch: int  # 1-based
+    version: int  # the consolidated candidate
+    decision: Literal["accept", "reject"]
+    reason: str = ""
+    val_rollouts: int = 0
+
+
+MetricLine = Annotated[Union[StepMetrics, ConsolidationMetrics], Field(discriminator="type")]
+
+
+__all__ = ["SCHEMA_VERSION", "Candidate", "ConsolidationMetrics", "GateDecision", "MetricLine", "Reflection",
+           "RolloutRecord", "RunMeta", "RunState", "RunSummary", "SkillVersion", "SplitScore", "StepBatch",
+           "StepMetrics", "VersionStatus", "now", "per_task"]
