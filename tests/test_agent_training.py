@@ -66,7 +66,7 @@ def test_one_training_step_with_a_real_agent(tmp_path, harness, spec, mode):
     gate = json.loads((run / "steps" / "0001" / "gate.json").read_text())
     assert gate["accepted"]
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
-    assert rollouts and not [x for x in rollouts if x["error"]]
+    assert rollouts and not [(x["task_id"], x["split"], x["error"]) for x in rollouts if x["error"]]
     for rec in rollouts:
         events = [json.loads(x) for x in (run / rec["trace_file"]).read_text().splitlines()]
         assert any(e["type"] == "skill_used" for e in events), "the agent did not discover the skill natively"

@@ -144,7 +144,9 @@ def test_agent_training_step_on_the_local_model(tmp_path, harness):
     for rec in rollouts:
         events = [json.loads(x) for x in (run / rec["trace_file"]).read_text().splitlines()]
         assert any(e["type"] == "message" and e["role"] == "assistant" and e["text"].strip() for e in events), rec
-        assert rec["input_tokens"] > 1000, rec
+        said = {k: rec[k] for k in ("split", "task_id", "error", "error_kind", "input_tokens", "output_tokens",
+                                    "duration_s")}
+        assert rec["input_tokens"] > 1000, (said, [e for e in events if e["type"] in ("usage", "error")])
         # every reply kept to the cap: Claude Code sends it; Codex sends none, the local server applies it
         turns = sum(e.get("turns") or 0 for e in events if e["type"] == "usage")
         assert 0 < rec["output_tokens"] <= MAX_OUT * turns, (rec["output_tokens"], turns)
