@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
@@ -85,6 +86,29 @@ def data_hash(tasks: Sequence[Task]) -> str:
     for t in sorted(tasks, key=lambda t: t.id):
         h.update(t.model_dump_json().encode())
     return h.hexdigest()[:16]
+
+
+class SplitTasks:
+    """Split assignment, task lookup and the data hash for a benchmark that holds its tasks in
+    memory: the class gives `sizes` and `_by_id` (every task by id, in the data's order)."""
+
+    sizes: SplitSizes
+    _by_id: dict[str, Task]
+
+    @cached_property
+    def _splits(self) -> dict[str, list[str]]:
+        return assign_splits(list(self._by_id), self.sizes)
+
+    def tasks(self, split: Split = "all") -> list[Task]:
+        if split not in self._splits:
+            from skillopt.errors import BadInput
+
+            raise BadInput(f"unknown split {split!r}: choose one of {', '.join(self._splits)}")
+        return [self._by_id[i] for i in self._splits[split]]
+
+    @property
+    def data_hash(self) -> str:
+        return data_hash(list(self._by_id.values()))
 
 
 @runtime_checkable

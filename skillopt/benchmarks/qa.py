@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from skillopt.benchmarks import scorers
-from skillopt.benchmarks.base import RolloutOutput, Score, Split, SplitSizes, Task, assign_splits, data_hash
+from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.errors import BadInput
 from skillopt.store.files import read_user_text
 
@@ -89,7 +89,7 @@ def score_text(task: Task, text: str) -> Score:
     return scorers.exact_match(text, task.answers)
 
 
-class QABenchmark:
+class QABenchmark(SplitTasks):
     """Question answering over a fixed list of tasks, loaded on first use.
 
     Splits come from `assign_splits` over the task ids. `prepare` writes only `task.md` (the
@@ -118,23 +118,10 @@ class QABenchmark:
     def _by_id(self) -> dict[str, Task]:
         return {t.id: t for t in self._load()}
 
-    @cached_property
-    def _splits(self) -> dict[str, list[str]]:
-        return assign_splits(list(self._by_id), self.sizes)
-
-    def tasks(self, split: Split = "all") -> list[Task]:
-        if split not in self._splits:
-            raise BadInput(f"unknown split {split!r}: choose one of {', '.join(self._splits)}")
-        return [self._by_id[i] for i in self._splits[split]]
-
     def task(self, task_id: str) -> Task:
         if task_id not in self._by_id:
             raise BadInput(f"benchmark {self.name!r} has no task {task_id!r}")
         return self._by_id[task_id]
-
-    @property
-    def data_hash(self) -> str:
-        return data_hash(list(self._by_id.values()))
 
     def prepare(self, task: Task, ws: Path) -> None:
         (Path(ws) / "task.md").write_text(task.prompt + "\n", encoding="utf-8")

@@ -33,15 +33,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 
-from skillopt.benchmarks.base import (
-    RolloutOutput,
-    Score,
-    Split,
-    SplitSizes,
-    Task,
-    assign_splits,
-    data_hash,
-)
+from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
 from skillopt.git import apply_with_fallbacks, base_commit, git, local_runner
@@ -263,7 +255,7 @@ def _abs_paths(value: str, root: Path) -> str:
 # ---------------------------------------------------------------- the benchmark
 
 
-class SweLocalBenchmark:
+class SweLocalBenchmark(SplitTasks):
     """SWE tasks graded on this machine (see the module docstring)."""
 
     max_answer_tokens = 4096
@@ -288,21 +280,8 @@ class SweLocalBenchmark:
         self.sandbox, self.artefacts = sandbox, artefacts
 
     @cached_property
-    def _tasks(self) -> dict[str, Task]:
+    def _by_id(self) -> dict[str, Task]:
         return {i: swe_task(inst) for i, inst in self.instances.items()}
-
-    @cached_property
-    def _splits(self) -> dict[str, list[str]]:
-        return assign_splits(list(self._tasks), self.sizes)
-
-    def tasks(self, split: Split = "all") -> list[Task]:
-        if split not in self._splits:
-            raise BadInput(f"unknown split {split!r}: choose one of {', '.join(self._splits)}")
-        return [self._tasks[i] for i in self._splits[split]]
-
-    @property
-    def data_hash(self) -> str:
-        return data_hash(list(self._tasks.values()))
 
     def preflight(self) -> None:
         """Fail before any rollout when grading cannot work: the `swe` extra, git, patch."""

@@ -35,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from skillopt.benchmarks.base import RolloutOutput, Score, Split, SplitSizes, Task, assign_splits, data_hash
+from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.benchmarks.docker_engine import (
     WORKDIR,
     ContainerLimits,
@@ -111,7 +111,7 @@ def load_rows(dataset: str, split: str = "test", prefix: str = "local") -> list[
     return instances
 
 
-class SWEBenchDocker:
+class SWEBenchDocker(SplitTasks):
     """SWE-bench in containers (see the module docstring)."""
 
     max_answer_tokens = 4096
@@ -152,22 +152,9 @@ class SWEBenchDocker:
                 raise BadInput(f"{e}{hint}") from None
 
     @cached_property
-    def _tasks(self) -> dict[str, Task]:
+    def _by_id(self) -> dict[str, Task]:
         note = "" if self.agent_in_container or not self.mount_workspace else ENV_NOTE
         return {i.instance_id: swe_task(i, note) for i in self._load()}
-
-    @cached_property
-    def _splits(self) -> dict[str, list[str]]:
-        return assign_splits(list(self._tasks), self.sizes)
-
-    def tasks(self, split: Split = "all") -> list[Task]:
-        if split not in self._splits:
-            raise BadInput(f"unknown split {split!r}: choose one of {', '.join(self._splits)}")
-        return [self._tasks[i] for i in self._splits[split]]
-
-    @property
-    def data_hash(self) -> str:
-        return data_hash(list(self._tasks.values()))
 
     def prepare(self, task: Task, ws: Path) -> None:
         """The agent's container (inside), or `/testbed` copied into the workspace and a work container
