@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cached_property
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -104,16 +102,10 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name.lower() in _SCORERS:
-            continue
-        try:
-            loaded = ep.load()
-        except Exception as e:  # a broken plugin must not break the built-ins
-            warnings.warn(f"scorer plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=2)
-            continue
-        if ep.name.lower() not in _SCORERS and callable(loaded) and not inspect.ismodule(loaded):
-            _SCORERS[ep.name.lower()] = loaded
+    from skillopt.benchmarks.registry import plugin_callables
+
+    for ep, loaded in plugin_callables(ENTRY_POINT_GROUP, "scorer", lambda name: name.lower() in _SCORERS):
+        _SCORERS[ep.name.lower()] = loaded
 
 
 def list_scorers() -> list[str]:

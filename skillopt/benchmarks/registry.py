@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +59,25 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in _REGISTRY:
+    for ep, loaded in plugin_callables(ENTRY_POINT_GROUP, "benchmark", lambda name: name in _REGISTRY):
+        origin = f"plugin {ep.dist.name}" if ep.dist is not None else f"plugin {ep.value}"
+        _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, origin)
+
+
+def plugin_callables(group: str, kind: str, known: Callable[[str], bool]) -> Iterator[tuple[EntryPoint, Callable]]:
+    """The callables an entry-point group offers under names not registered yet (loading one may
+    register it by decorator instead). A plugin that fails to load is a warning, never an error of
+    the built-ins."""
+    for ep in entry_points(group=group):
+        if known(ep.name):
             continue
         try:
             loaded = ep.load()
         except Exception as e:  # a broken plugin must not break the built-ins
-            warnings.warn(f"benchmark plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=2)
+            warnings.warn(f"{kind} plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=3)
             continue
-        if ep.name not in _REGISTRY and callable(loaded) and not inspect.ismodule(loaded):
-            origin = f"plugin {ep.dist.name}" if ep.dist is not None else f"plugin {ep.value}"
-            _REGISTRY[ep.name] = BenchmarkInfo(ep.name, loaded, inspect.getdoc(loaded) or "", None, origin)
+        if not known(ep.name) and callable(loaded) and not inspect.ismodule(loaded):
+            yield ep, loaded
 
 
 def _builtins() -> None:
