@@ -5,6 +5,10 @@ the parallel slots, and rollouts per minute of the real `skillopt run --preset q
 Usage: python perf/local_model.py [--models qwen2.5-coder-0.5b smollm2-135m] [--gen 128]
                                   [--threads 0 1] [--no-preset] [--out perf/results/local_model.json]
        python perf/local_model.py --preset-only --code /path/to/other/checkout --label before --repeats 2
+       python perf/local_model.py --serving --repeats 2
+
+`--serving` sends the quick preset's own rollouts (the chat harness's requests for its test tasks) to
+servers started with the settings in `SETTINGS`, interleaved, and stores rollouts/min per setting.
 
 `--preset-only` measures only `skillopt run --preset quick`, `--repeats` times, with the skillopt of `--code`
 (a checkout: its folder goes first on PYTHONPATH; default this one), and stores it under `preset_quick`
@@ -94,6 +98,88 @@ def measure(name: str, gen: int, concurrency: int, threads: int) -> dict:
     }
 
 
+# Server settings compared by `--serving` (slots, generation threads, batch threads; None: skillopt's default).
+SETTINGS = {
+    "before issue 12 (2 slots, 1 generation thread, 2 batch threads)": (2, 1, 2),
+    "last stop (4 slots, 1 thread for both)": (4, 1, 1),
+    "now (4 slots, threads = free CPUs at start)": (4, None, None),
+}
+
+
+def quick_requests(n: int) -> list[tuple[str, str]]:
+    """(system, user) of the quick preset's first `n` test-split rollouts with the seed skill, exactly as
+    the chat harness sends them."""
+    from skillopt.benchmarks.base import SplitSizes
+    from skillopt.benchmarks.registry import get_benchmark
+    from skillopt.config import PRESETS
+    from skillopt.prompts import render
+    from skillopt.skill import Skill
+
+    bench = get_benchmark(PRESETS["quick"]["benchmark"], SplitSizes(**PRESETS["quick"]["splits"]))
+    system = render("chat_system.md.j2", skill=Skill.load(REPO / "skills" / "gsm8k" / "SKILL.md").strip_markers())
+    return [(system, t.prompt) for t in bench.tasks("test")[:n]]
+
+
+def serve_once(label: str, requests: list[tuple[str, str]], concurrency: int, reply_tokens: int | None) -> dict:
+    """`requests` through one server with `SETTINGS[label]`, `concurrency` at a time: rollouts/min.
+    `reply_tokens`: generate exactly that many tokens per reply (a generation-bound load); None: the
+    preset's own replies (`limits.max_tokens`, temperature 0, as gate rollouts run)."""
+    slots, threads, batch = SETTINGS[label]
+
+    class Server(LocalServer):
+        batch_threads = property(lambda self: batch or LocalServer.batch_threads.fget(self))
+
+    load = os.getloadavg()[0]
+    server = Server("qwen2.5-coder-0.5b", slots=slots, threads=threads)
+    server.start()
+    try:
+        with httpx.Client(timeout=900) as client:
+            def one(req: tuple[str, str]) -> dict:
+                body = {"messages": [{"role": "system", "content": req[0]}, {"role": "user", "content": req[1]}],
+                        "max_tokens": reply_tokens or PRESETS_MAX_TOKENS, "temperature": 0, "seed": 0}
+                if reply_tokens:
+                    body["ignore_eos"] = True
+                r = client.post(f"{server.base_url}/v1/chat/completions", json=body)
+                r.raise_for_status()
+                return r.json()["timings"]
+            one(requests[0])  # the skill prefix into the cache, as a run's first rollout does
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(concurrency) as pool:
+                timings = list(pool.map(one, requests))
+            wall = time.perf_counter() - t0
+    finally:
+        server.stop()
+    return {"settings": label, "threads": [server.threads, server.batch_threads], "rollouts": len(requests),
+            "wall_s": round(wall, 1), "rollouts_per_min": round(len(requests) / wall * 60, 1),
+            "prompt_tokens_mean": round(sum(t["prompt_n"] for t in timings) / len(timings), 1),
+            "generated_tokens_mean": round(sum(t["predicted_n"] for t in timings) / len(timings), 1),
+            "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
+
+
+PRESETS_MAX_TOKENS = 320  # the quick preset's limits.max_tokens
+
+
+def serving(args) -> None:
+    """`--serving`: the quick preset's rollouts served under each of `SETTINGS`, interleaved, `--repeats`
+    rounds; and the same with replies of `--gen` tokens. Stored under `serving` in the result file."""
+    from skillopt.config import PRESETS
+
+    assert PRESETS["quick"]["limits"]["max_tokens"] == PRESETS_MAX_TOKENS
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
+    requests = quick_requests(args.tasks)
+    runs: dict[str, list] = {"preset replies": [], f"{args.gen}-token replies": []}
+    for _ in range(args.repeats):
+        for load_name, reply in (("preset replies", None), (f"{args.gen}-token replies", args.gen)):
+            for label in SETTINGS:
+                r = serve_once(label, requests if reply is None else requests[:16], args.concurrency, reply)
+                runs[load_name].append(r)
+                print(json.dumps(r), flush=True)
+    doc["serving"] = {"machine": machine(), "concurrency": args.concurrency, "tasks": args.tasks,
+                      "command": f"python perf/local_model.py --serving --repeats {args.repeats}", "runs": runs}
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
 def preset_run(code: Path = REPO) -> dict:
     """The README's main job (`skillopt run --preset quick`, local model as target and optimizer),
     through the real CLI in a scratch folder: wall time, rollouts, rollouts per minute."""
@@ -131,7 +217,11 @@ def main() -> None:
     ap.add_argument("--label", default="after", help="name of this preset measurement (before / after)")
     ap.add_argument("--repeats", type=int, default=1, help="preset runs")
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "local_model.json"))
+    ap.add_argument("--serving", action="store_true", help="only the serving comparison of server settings")
+    ap.add_argument("--tasks", type=int, default=60, help="--serving: quick-preset test tasks per measurement")
     args = ap.parse_args()
+    if args.serving:
+        return serving(args)
     if args.preset_only:
         return preset_only(args)
     doc = {"machine": machine(), "results": []}

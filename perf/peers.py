@@ -238,7 +238,9 @@ def main() -> None:
         kept = {k: v for k, v in old["runs"].items()
                 if not ((k.startswith("eval_") and "evals" in only) or (k == "process_start" and "start" in only)
                         or (k == "optimise_2_steps" and "optimise" in only))}
-        doc["load_avg_during"] = old.get("load_avg_during", [])
+        doc["load_by_part"] = {k: v for k, v in (old.get("load_by_part") or {}).items() if k in kept}
+        for k in kept:  # results written before loads were kept per part: the old file's loads
+            doc["load_by_part"].setdefault(k, {"date": old["machine"].get("date"), "loads": old.get("load_avg_during", [])})
         doc["command"] = old.get("command", doc["command"]) + " ; then " + doc["command"]
     doc["runs"].update(kept)
     with tempfile.TemporaryDirectory() as t, InstantServer() as srv:
@@ -253,8 +255,12 @@ def main() -> None:
             if "optimise" in only:
                 for tool in TOOLS:
                     doc["runs"].setdefault("optimise_2_steps", {}).setdefault(tool, []).append(bench.optimise(tool))
-            if not args.only:
-                doc["load_avg_during"].append(machine()["load_avg_1_5_15"])
+            load = machine()["load_avg_1_5_15"]
+            doc["load_avg_during"].append(load)
+            for part in doc["runs"]:
+                if part not in kept:
+                    doc.setdefault("load_by_part", {}).setdefault(part, {"date": doc["machine"]["date"], "loads": []})
+                    doc["load_by_part"][part]["loads"].append(load)
             doc["summary"] = summarise(doc)
             write_result(args.out, doc)
             print(f"repeat {rep + 1}: {json.dumps(doc['summary'])}", flush=True)

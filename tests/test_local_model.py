@@ -287,3 +287,28 @@ def test_cli_serve_answers_anthropic_messages_and_responses(cache):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_threads_follow_the_free_cpus():
+    """llama.cpp's threads meet at a barrier per op: on a small machine they are the CPUs free at
+    start (2 idle CPUs: both; one of them busy: one), never fewer than one; large machines keep half."""
+    from skillopt.models.local.registry import threads_for
+
+    assert threads_for(2, 0.1) == (2, 2)
+    assert threads_for(2, 1.0) == (1, 2)
+    assert threads_for(2, 5.0) == (1, 2)
+    assert threads_for(1, 0.0) == (1, 1)
+    assert threads_for(16, 0.0) == (8, 16)
+    assert threads_for(8, 6.2) == (2, 8)
+
+
+def test_busy_cpus_sees_another_process_spinning():
+    from skillopt.models.local.registry import busy_cpus
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert busy_cpus(len(os.sched_getaffinity(0)), sample_s=0.5) >= 0.5
+    finally:
+        spinner.kill()
+        spinner.wait()

@@ -4,6 +4,7 @@ facts about this machine the server is sized by (CPU threads, the cache folder).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,17 +112,49 @@ def get_model(name: str) -> LocalModel:
 
 
 def cpu_threads() -> tuple[int, int]:
-    """(generation, prompt) CPU threads for llama.cpp on this machine.
-
-    Generation syncs all threads once per token, so it collapses (20 -> 1 tok/s measured on 2 CPUs)
-    when another process takes a core; it gets about the physical cores and leaves one CPU for
-    skillopt and its agents. Prompt processing is big matrix work and uses every CPU.
-    """
+    """(generation, prompt) CPU threads for llama.cpp on this machine, as loaded right now."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
         n = os.cpu_count() or 2
-    return max(1, min(8, n // 2 if n >= 4 else n - 1)), max(1, min(16, n))
+    return threads_for(n, busy_cpus(n))
+
+
+def threads_for(cpus: int, busy: float) -> tuple[int, int]:
+    """(generation, prompt) threads for `cpus` CPUs of which about `busy` are taken by other work.
+
+    llama.cpp's threads meet at a barrier after every operation, so a thread that has to wait for
+    a core stalls the others. Measured on 2 CPUs with the quick preset's requests (4 slots, one
+    decode batch per step): idle, 2 threads serve 80 rollouts/min and 1 thread 40; with one core
+    kept busy by another process, 2 threads fall to 31 and 1 thread keeps 42. So the threads are
+    the CPUs that are free when the server starts. From 4 CPUs on, half of them (at most 8), which
+    leaves room for skillopt and its agents. Prompt-only work gets every CPU when the server has
+    one slot (`LocalServer.batch_threads`).
+    """
+    free = max(1, cpus - round(busy))
+    generation = min(8, cpus // 2) if cpus >= 4 else cpus
+    return max(1, min(generation, free)), max(1, min(16, cpus))
+
+
+def busy_cpus(cpus: int, sample_s: float = 0.25) -> float:
+    """About how many CPUs other work keeps busy now: from /proc/stat over `sample_s` seconds on
+    Linux (the load average lags a minute behind), else the 1-minute load average."""
+    def totals() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return sum(values), values[3] + (values[4] if len(values) > 4 else 0)  # all, idle + iowait
+
+    try:
+        total0, idle0 = totals()
+        time.sleep(sample_s)
+        total1, idle1 = totals()
+    except (OSError, ValueError, IndexError):
+        try:
+            return min(float(cpus), os.getloadavg()[0])
+        except OSError:
+            return 0.0
+    spent = total1 - total0
+    return 0.0 if spent <= 0 else cpus * (1 - (idle1 - idle0) / spent)
 
 
 def default_cache_dir() -> Path:

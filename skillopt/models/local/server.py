@@ -86,9 +86,9 @@ class LocalServer:
     @property
     def batch_threads(self) -> int:
         """Threads for batches of more than one token. With several slots, llama.cpp decodes their
-        tokens together as such a batch at every step: it then gets the generation threads, since
-        threads that sync per op collapse when another process takes a core (measured on 2 CPUs:
-        8 sequences at 2 threads 1.5-4 tok/s, at 1 thread 25 tok/s). One slot: every CPU for prompts."""
+        tokens together as such a batch at every step: it then gets the generation threads (the CPUs
+        free when the server started, `registry.threads_for`), since threads that meet at a barrier
+        per op stall when another process takes a core. One slot: every CPU for prompts."""
         return self.threads if self.slots > 1 else self._prompt_threads
 
     def alive(self) -> bool:
