@@ -98,11 +98,14 @@ def measure(name: str, gen: int, concurrency: int, threads: int) -> dict:
     }
 
 
-# Server settings compared by `--serving` (slots, generation threads, batch threads; None: skillopt's default).
+# Server settings compared by `--serving` (slots, generation threads, batch threads, rollouts in flight;
+# None: skillopt's default / the preset's concurrency). The last is one request at a time with
+# every CPU, nothing shared between requests.
 SETTINGS = {
-    "before issue 12 (2 slots, 1 generation thread, 2 batch threads)": (2, 1, 2),
-    "last stop (4 slots, 1 thread for both)": (4, 1, 1),
-    "now (4 slots, threads = free CPUs at start)": (4, None, None),
+    "before issue 12 (2 slots, 1 generation thread, 2 batch threads)": (2, 1, 2, None),
+    "last stop (4 slots, 1 thread for both)": (4, 1, 1, None),
+    "now (4 slots, threads = free CPUs at start)": (4, None, None, None),
+    "one at a time (1 slot, every CPU, 1 in flight)": (1, None, None, 1),
 }
 
 
@@ -124,7 +127,8 @@ def serve_once(label: str, requests: list[tuple[str, str]], concurrency: int, re
     """`requests` through one server with `SETTINGS[label]`, `concurrency` at a time: rollouts/min.
     `reply_tokens`: generate exactly that many tokens per reply (a generation-bound load); None: the
     preset's own replies (`limits.max_tokens`, temperature 0, as gate rollouts run)."""
-    slots, threads, batch = SETTINGS[label]
+    slots, threads, batch, in_flight = SETTINGS[label]
+    concurrency = in_flight or concurrency
 
     class Server(LocalServer):
         batch_threads = property(lambda self: batch or LocalServer.batch_threads.fget(self))
@@ -149,7 +153,8 @@ def serve_once(label: str, requests: list[tuple[str, str]], concurrency: int, re
             wall = time.perf_counter() - t0
     finally:
         server.stop()
-    return {"settings": label, "threads": [server.threads, server.batch_threads], "rollouts": len(requests),
+    return {"settings": label, "threads": [server.threads, server.batch_threads], "in_flight": concurrency,
+            "rollouts": len(requests),
             "wall_s": round(wall, 1), "rollouts_per_min": round(len(requests) / wall * 60, 1),
             "prompt_tokens_mean": round(sum(t["prompt_n"] for t in timings) / len(timings), 1),
             "generated_tokens_mean": round(sum(t["predicted_n"] for t in timings) / len(timings), 1),
