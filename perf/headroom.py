@@ -84,6 +84,8 @@ def variants(seed: Skill, working: Skill) -> dict[str, callable]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=40, help="validation tasks of the quick preset's split")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="the embedded model asked (the quick job's target)")
+    ap.add_argument("--variants", nargs="+", type=int, help="only these variants, by position (0 = the seed skill)")
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "headroom.json"))
     args = ap.parse_args()
     preset = PRESETS["quick"]
@@ -91,12 +93,13 @@ def main() -> None:
     seed = Skill.load(REPO / "skills" / "gsm8k" / "SKILL.md")
     working = Skill.parse(WORKING_FIRST)
     concurrency, max_tokens = preset["train"]["concurrency"], preset["limits"]["max_tokens"]
-    server = LocalServer("qwen2.5-coder-0.5b", slots=concurrency)
+    server = LocalServer(args.model, slots=concurrency)
     server.start()
     results = []
     try:
         with httpx.Client(timeout=900) as client:
-            for name, build in variants(seed, working).items():
+            chosen = list(variants(seed, working).items())
+            for name, build in [chosen[i] for i in args.variants] if args.variants else chosen:
                 def one(task):
                     messages = [{"role": r, "content": c} for r, c in build(task.prompt)]
                     body = {"messages": messages, "max_tokens": max_tokens, "temperature": 0, "seed": 0}
@@ -116,8 +119,8 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     finally:
         server.stop()
-    doc = {"machine": machine(), "command": f"python perf/headroom.py --tasks {args.tasks}",
-           "target": "local:qwen2.5-coder-0.5b", "split": f"val of the quick preset (seed {preset['splits']['seed']})",
+    doc = {"machine": machine(), "command": "python perf/headroom.py " + " ".join(sys.argv[1:]),
+           "target": f"local:{args.model}", "split": f"val of the quick preset (seed {preset['splits']['seed']})",
            "max_tokens": max_tokens, "concurrency": concurrency, "load_avg_1m_after": round(os.getloadavg()[0], 2),
            "results": results}
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")

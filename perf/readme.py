@@ -317,21 +317,28 @@ def gated(run: dict) -> str:
                      for d in run.get("decisions", [])) or "none"
 
 
-def headroom_part(doc: dict) -> list[str]:
-    rows = [[r["variant"], f"{r['solved']}/{r['n']}", num(r["generated_tokens_mean"], "", 0), num(r["wall_s"], " s", 0)]
-            for r in doc["results"]]
+def headroom_part(doc: dict, others: list[dict] = ()) -> list[str]:
+    """The 0.5B target's headroom table (headroom.json), with the rows of other targets measured the same way."""
+    rows = [[d["target"].removeprefix("local:"), r["variant"], f"{r['solved']}/{r['n']}",
+             num(r["generated_tokens_mean"], "", 0), num(r["wall_s"], " s", 0)]
+            for d in (doc, *others) for r in d["results"]]
+    commands = "; ".join(f"`{d['command']}`" for d in (doc, *others))
     return ["### How far a skill's text moves the quick job's target", "",
-            f"`{doc['command']}`: {doc['target']} on the {doc['split']}, temperature 0, at most {doc['max_tokens']} "
+            f"{commands}: the embedded model on the {doc['split']}, temperature 0, at most {doc['max_tokens']} "
             f"tokens, {doc['concurrency']} in flight, under a hand-written working-first skill (numbered steps before "
             f"the answer line, what the optimizer would have to find) and the seed skill, placed three ways; and the "
             f"seed skill with the task's own answer-format line changed to ask for the working. "
             f"{machine_line(doc, 'x')}.", ""] + \
-        table(["variant", "solved", "generated tokens", "wall"], rows) + \
-        ["", "This target follows the task's closing line (\"End your reply with a line 'Answer: <number>' (the "
+        table(["target", "variant", "solved", "generated tokens", "wall"], rows) + \
+        ["", "The 0.5B target follows the task's closing line (\"End your reply with a line 'Answer: <number>' (the "
              "number only, no units)\") and answers at once whatever the skill says and wherever it stands: no skill "
              "text moves it by more than a few tasks of 40. Only the task itself asking for the working changes its "
              "behaviour, at several times the tokens per rollout. That is why the quick job cannot show a lift on "
-             "GSM8K with this target, and why the goal above is not met.", ""]
+             "GSM8K with this target, and why the goal above is not met."
+             + "".join(f" {d['target'].removeprefix('local:')} does follow the skill: the working-first skill takes it "
+                       f"from {a['solved']} to {b['solved']} of {b['n']}, at {b['generated_tokens_mean']:.0f} generated "
+                       f"tokens a reply instead of {a['generated_tokens_mean']:.0f}."
+                       for d in others if len(d["results"]) >= 2 for a, b in [d["results"][:2]]), ""]
 
 
 def render_quality() -> str:
@@ -339,7 +346,7 @@ def render_quality() -> str:
     if doc := load("quality"):
         parts += learning_part(doc)
     if doc := load("headroom"):
-        parts += headroom_part(doc)
+        parts += headroom_part(doc, [d for d in [load("headroom-1.5b")] if d])
     if sim := load("gate_sim"):
         parts += gate_part(sim)
     return "\n".join(parts).rstrip() + "\n"
