@@ -341,10 +341,36 @@ def headroom_part(doc: dict, others: list[dict] = ()) -> list[str]:
                        for d in others if len(d["results"]) >= 2 for a, b in [d["results"][:2]]), ""]
 
 
+Q15 = ("python perf/quality.py --benchmarks gsm8k --seeds {seeds} --set target_model=local:qwen2.5-coder-1.5b "
+       "--out perf/results/quality-target-1.5b.json")
+
+
+def other_target_part(doc: dict) -> list[str]:
+    """Quick jobs run with another target (`perf/quality.py --set target_model=...`): one line each."""
+    lines = []
+    for r in doc.get("runs", []):
+        if "error" in r:
+            lines.append(f"- {r['benchmark']} split seed {r['split_seed']}: ended in an error.")
+            continue
+        d = r["test_delta"]
+        lines.append(f"- {r['benchmark']}, split seed {r['split_seed']}: test {score(r['seed_test'])} -> "
+                     f"{score(r['best_test'])}, best - seed {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] "
+                     f"({r['test_wins']} tasks won, {r['test_losses']} lost); gate: {gated(r)} "
+                     f"({r['val_rollouts']} validation rollouts); {r['wall_s'] / 60:.1f} min.")
+    return ["### The same job with the 1.5B model as target", "",
+            f"`{Q15.format(seeds=','.join(str(r['split_seed']) for r in doc.get('runs', [])))}`: the quick job with "
+            f"`target_model=local:qwen2.5-coder-1.5b` (optimizer unchanged), {len(lines)} split seed(s) so far "
+            f"(the quick preset still names the 0.5B target):", ""] + lines + \
+        ["", "A target that follows its skill learns: here the worked example is accepted early on validation and "
+             "holds on the sealed test split.", ""]
+
+
 def render_quality() -> str:
     parts = [GENERATED, ""]
     if doc := load("quality"):
         parts += learning_part(doc)
+    if doc := load("quality-target-1.5b"):
+        parts += other_target_part(doc)
     if doc := load("headroom"):
         parts += headroom_part(doc, [d for d in [load("headroom-1.5b")] if d])
     if sim := load("gate_sim"):
