@@ -1,5 +1,6 @@
 """Shared by the perf scripts: the machine description written into every result, running a
-command with its own wall time, CPU time and peak memory, and writing a result file."""
+command with its own wall time, CPU time and peak memory, writing a result file, and the quick
+preset's tasks and seed skill."""
 
 from __future__ import annotations
 
@@ -155,3 +156,21 @@ class InstantServer:
     def stats(self) -> dict:
         """{"calls", "by_model", "first_call_at", "last_call_at"} since the last reset."""
         return self._call("GET", "/stats")
+
+
+def quick_preset_tasks(split: str) -> list:
+    """The `split` tasks of the quick preset's benchmark, with its split sizes and seed."""
+    from skillopt.benchmarks.base import SplitSizes
+    from skillopt.benchmarks.registry import get_benchmark
+    from skillopt.config import PRESETS
+
+    preset = PRESETS["quick"]
+    return list(get_benchmark(preset["benchmark"], SplitSizes(**preset["splits"])).tasks(split))
+
+
+def quick_seed_skill():
+    """The quick preset's seed skill (its benchmark's shipped SKILL.md)."""
+    from skillopt.config import PRESETS
+    from skillopt.skill import Skill
+
+    return Skill.load(REPO / "skills" / PRESETS["quick"]["benchmark"] / "SKILL.md")

@@ -30,13 +30,11 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine  # noqa: E402
-from skillopt.benchmarks.base import SplitSizes  # noqa: E402
+from perf.common import machine, quick_preset_tasks, quick_seed_skill  # noqa: E402
 from skillopt.benchmarks.qa import ANSWER_FORMAT, score_text  # noqa: E402
-from skillopt.benchmarks.registry import get_benchmark  # noqa: E402
 from skillopt.config import PRESETS  # noqa: E402
+from skillopt.prompts import chat_system as system_of  # noqa: E402
 from skillopt.models.local import LocalServer  # noqa: E402
-from skillopt.prompts import render  # noqa: E402
 from skillopt.skill import Skill  # noqa: E402
 
 WORKING_FIRST = """---
@@ -58,9 +56,6 @@ SHOW_WORKING = "Show your working, then end your reply with a line 'Answer: <num
 
 
 def variants(seed: Skill, working: Skill) -> dict[str, callable]:
-    def system_of(skill: Skill) -> str:
-        return render("chat_system.md.j2", skill=skill.strip_markers())
-
     def in_system(skill: Skill):
         return lambda prompt: [("system", system_of(skill)), ("user", prompt)]
 
@@ -89,8 +84,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "headroom.json"))
     args = ap.parse_args()
     preset = PRESETS["quick"]
-    tasks = get_benchmark(preset["benchmark"], SplitSizes(**preset["splits"])).tasks("val")[: args.tasks]
-    seed = Skill.load(REPO / "skills" / "gsm8k" / "SKILL.md")
+    tasks = quick_preset_tasks("val")[: args.tasks]
+    seed = quick_seed_skill()
     working = Skill.parse(WORKING_FIRST)
     concurrency, max_tokens = preset["train"]["concurrency"], preset["limits"]["max_tokens"]
     server = LocalServer(args.model, slots=concurrency)

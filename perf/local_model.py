@@ -35,7 +35,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine  # noqa: E402
+from perf.common import machine, quick_preset_tasks, quick_seed_skill  # noqa: E402
+from skillopt.config import PRESETS  # noqa: E402
 from skillopt.models.local import LocalServer, weights_path  # noqa: E402
 
 # A skill-sized system prompt (~1,000 tokens) and a short task, like a chat-harness rollout.
@@ -112,15 +113,10 @@ SETTINGS = {
 def quick_requests(n: int) -> list[tuple[str, str]]:
     """(system, user) of the quick preset's first `n` test-split rollouts with the seed skill, exactly as
     the chat harness sends them."""
-    from skillopt.benchmarks.base import SplitSizes
-    from skillopt.benchmarks.registry import get_benchmark
-    from skillopt.config import PRESETS
-    from skillopt.prompts import render
-    from skillopt.skill import Skill
+    from skillopt.prompts import chat_system
 
-    bench = get_benchmark(PRESETS["quick"]["benchmark"], SplitSizes(**PRESETS["quick"]["splits"]))
-    system = render("chat_system.md.j2", skill=Skill.load(REPO / "skills" / "gsm8k" / "SKILL.md").strip_markers())
-    return [(system, t.prompt) for t in bench.tasks("test")[:n]]
+    system = chat_system(quick_seed_skill())
+    return [(system, t.prompt) for t in quick_preset_tasks("test")[:n]]
 
 
 def serve_once(label: str, requests: list[tuple[str, str]], concurrency: int, reply_tokens: int | None) -> dict:
@@ -140,7 +136,8 @@ def serve_once(label: str, requests: list[tuple[str, str]], concurrency: int, re
         with httpx.Client(timeout=900) as client:
             def one(req: tuple[str, str]) -> dict:
                 body = {"messages": [{"role": "system", "content": req[0]}, {"role": "user", "content": req[1]}],
-                        "max_tokens": reply_tokens or PRESETS_MAX_TOKENS, "temperature": 0, "seed": 0}
+                        "max_tokens": reply_tokens or PRESETS["quick"]["limits"]["max_tokens"], "temperature": 0,
+                        "seed": 0}
                 if reply_tokens:
                     body["ignore_eos"] = True
                 r = client.post(f"{server.base_url}/v1/chat/completions", json=body)
@@ -161,15 +158,9 @@ def serve_once(label: str, requests: list[tuple[str, str]], concurrency: int, re
             "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
 
 
-PRESETS_MAX_TOKENS = 320  # the quick preset's limits.max_tokens
-
-
 def serving(args) -> None:
     """`--serving`: the quick preset's rollouts served under each of `SETTINGS`, interleaved, `--repeats`
     rounds; and the same with replies of `--gen` tokens. Stored under `serving` in the result file."""
-    from skillopt.config import PRESETS
-
-    assert PRESETS["quick"]["limits"]["max_tokens"] == PRESETS_MAX_TOKENS
     out = Path(args.out)
     doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
     requests = quick_requests(args.tasks)

@@ -104,11 +104,11 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
     from skillopt.config import PRESETS, resolve_config
     from skillopt.engine.run import seed_skill
     from skillopt.models.local import LocalServer
-    from skillopt.prompts import render
+    from skillopt.prompts import chat_system
 
     cfg = resolve_config(PRESETS["quick"], {"benchmark": benchmark, "splits": {"seed": seed}})
     bench = get_benchmark(benchmark, cfg.splits)
-    seed_prompt = render("chat_system.md.j2", skill=seed_skill(cfg).strip_markers())
+    seed_prompt = chat_system(seed_skill(cfg))
     max_tokens = cfg.limits.max_tokens
     with LocalServer("qwen2.5-coder-0.5b", slots=cfg.train.concurrency) as target, \
             LocalServer("qwen2.5-coder-1.5b") as reflector:

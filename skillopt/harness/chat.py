@@ -12,7 +12,7 @@ from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
-from skillopt.prompts import render
+from skillopt.prompts import chat_system
 from skillopt.skill import Skill
 from skillopt.traces.events import ErrorEvent, MessageEvent, SkillUsedEvent, UsageEvent
 
@@ -32,7 +32,7 @@ class ChatHarness:
         if skill.sha not in self._systems:
             if len(self._systems) >= 32:
                 self._systems.pop(next(iter(self._systems)))
-            self._systems[skill.sha] = render("chat_system.md.j2", skill=skill.strip_markers())  # as deployed
+            self._systems[skill.sha] = chat_system(skill)
         return self._systems[skill.sha]
 
     async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:

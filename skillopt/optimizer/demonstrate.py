@@ -23,7 +23,7 @@ from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.reflect import anchor_choices
 from skillopt.optimizer.types import Candidate, ScoredRollout
-from skillopt.prompts import render
+from skillopt.prompts import chat_system
 from skillopt.skill import Skill
 
 SECTION = "Worked example"
@@ -113,7 +113,7 @@ class DemonstrationProposer:
     async def _solve(self, skill: Skill, task: Task) -> str | None:
         from skillopt.errors import ModelCallError
 
-        system = render("chat_system.md.j2", skill=skill.strip_markers())
+        system = chat_system(skill)
         user = f"{task.prompt}\n\n{SHOW_WORK}"
         req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
                           max_tokens=self.max_tokens, temperature=0.0)

@@ -59,9 +59,8 @@ class LocalServer:
         self.slots = min(MAX_SLOTS, slots or self.model.slots)
         self.ctx_per_slot = ctx_per_slot or self.model.ctx_per_slot
         self.reply_tokens = reply_tokens or self.model.reply_tokens
-        generation, prompt = cpu_threads()
-        self.threads = threads or generation
-        self._prompt_threads = max(self.threads, prompt)
+        self._threads_asked = threads  # None: the CPUs free at each start (`registry.threads_for`)
+        self.threads = self._prompt_threads = 0  # set by `_spawn`
         self.cache_dir = cache_dir or default_cache_dir()
         self.startup_timeout_s = startup_timeout_s
         self.owner_pid = os.getpid()
@@ -122,6 +121,9 @@ class LocalServer:
             return self
 
     def _spawn(self, gguf: Path) -> None:
+        generation, prompt = cpu_threads()
+        self.threads = self._threads_asked or generation
+        self._prompt_threads = max(self.threads, prompt)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self.log_path.is_file() and self.log_path.stat().st_size > 20_000_000:
             os.replace(self.log_path, self.log_path.with_suffix(".log.1"))
