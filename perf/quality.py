@@ -15,6 +15,7 @@ Usage: python perf/quality.py [--benchmarks gsm8k,arc-challenge,mmlu] [--seeds 0
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -103,6 +104,7 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
     from skillopt.benchmarks import get_benchmark
     from skillopt.config import PRESETS, resolve_config
     from skillopt.engine.run import seed_skill
+    from skillopt.models.defaults import LOCAL_OPTIMIZER, LOCAL_TARGET
     from skillopt.models.local import LocalServer
     from skillopt.prompts import chat_system
 
@@ -110,12 +112,15 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
     bench = get_benchmark(benchmark, cfg.splits)
     seed_prompt = chat_system(seed_skill(cfg))
     max_tokens = cfg.limits.max_tokens
-    with LocalServer("qwen2.5-coder-0.5b", slots=cfg.train.concurrency) as target, \
-            LocalServer("qwen2.5-coder-1.5b") as reflector:
+    # the models our no-key run defaults to, in the same roles (one server when they are the same model)
+    target_name, reflection_name = LOCAL_TARGET.removeprefix("local:"), LOCAL_OPTIMIZER.removeprefix("local:")
+    with contextlib.ExitStack() as stack:
+        target = stack.enter_context(LocalServer(target_name, slots=cfg.train.concurrency))
+        reflector = target if reflection_name == target_name else stack.enter_context(LocalServer(reflection_name))
         job = {split: [t.model_dump(mode="json") for t in bench.tasks(split)] for split in ("train", "val", "test")}
         job.update(seed_prompt=seed_prompt, max_metric_calls=budget, seed=seed, run_dir=str(root / f"gepa-{benchmark}-{seed}"),
-                   target={"base_url": target.base_url + "/v1", "model": "qwen2.5-coder-0.5b", "max_tokens": max_tokens},
-                   reflection={"base_url": reflector.base_url + "/v1", "model": "qwen2.5-coder-1.5b",
+                   target={"base_url": target.base_url + "/v1", "model": target_name, "max_tokens": max_tokens},
+                   reflection={"base_url": reflector.base_url + "/v1", "model": reflection_name,
                                "max_tokens": cfg.models.optimizer_max_tokens * 2})
         job_path, out_path = root / f"gepa-{benchmark}-{seed}.job.json", root / f"gepa-{benchmark}-{seed}.out.json"
         job_path.write_text(json.dumps(job))

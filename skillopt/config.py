@@ -145,7 +145,7 @@ class StoredConfig(RunConfig):
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # Sized so a full run on a 2-core laptop with the embedded 0.5B model finishes in minutes.
+    # Sized so a full run on a 2-core laptop with the embedded 1.5B model (both roles) takes about 15 minutes.
     "quick": {
         "benchmark": "gsm8k",
         "splits": {"seed": 0, "train": 8, "val": 40, "test": 60},

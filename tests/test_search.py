@@ -189,8 +189,10 @@ def test_pool_keeps_candidates_best_on_some_task_and_merge_combines_them(tmp_pat
 def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     """The target answers only with a worked example in its skill; the reflection proposes nothing
     useful. The optimizer, as a teacher, solves a failed train task (checked by the scorer), and the
-    example it makes is screened, gated and accepted."""
+    example it makes is screened, gated and accepted. Of the teacher's correct replies, the shortest
+    is the example (the target copies its length); a wrong reply is never used, however short."""
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    taught: dict[str, str] = {}  # task id -> the teacher's reply
 
     def script(req: FakeRequest) -> FakeReply:
         user = req.last_user_text
@@ -198,8 +200,14 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
             return FakeReply(text=json.dumps({"analysis": "unclear", "edits": [
                 {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
         m = re.search(r"item (\d+)", user)
-        if req.model == "fake-opt" and m:  # the teacher knows the pattern
-            return FakeReply(text=f"The code is ZETA- and the number.\nAnswer: ZETA-{m.group(1)}")
+        if req.model == "fake-opt" and m:  # the teacher knows the pattern, more or less wordily
+            n = int(m.group(1))
+            if n % 4 == 0:
+                reply = "Answer: ZETA-0"  # wrong, and the shortest
+            else:
+                reply = "The code is ZETA- and the number.\n" * (20 - n) + f"Answer: ZETA-{n}"  # later items: less said
+            taught[f"item-{n:02d}"] = reply
+            return FakeReply(text=reply)
         if "## Worked example" in req.system and m:
             return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
         return FakeReply(text="Answer: unknown")
@@ -215,8 +223,11 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     source = re.search(r"from train task (\S+)", demo["rationale"]).group(1)
     train_ids = set(json.loads((run / "steps" / "0001" / "batch.json").read_text())["tasks"])
     assert source in train_ids  # never a validation or test task
+    correct = {t: r for t, r in taught.items() if not r.startswith("Answer: ZETA-0")}
+    assert source == min(correct, key=lambda t: len(correct[t])), taught
     best = (run / "best_skill.md").read_text()
     assert "## Worked example" in best and "A reply that solved it" in best
+    assert correct[source].strip() in best
 
 
 # the leakage check -------------------------------------------------------------------------------------

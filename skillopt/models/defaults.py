@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 from skillopt.models.types import ProviderEnv
 
-LOCAL_TARGET = "local:qwen2.5-coder-0.5b"
+# The 1.5B in both roles: the 0.5B answers GSM8K-style tasks the way the task's own last line says
+# whatever its skill asks (perf/results/headroom.json), so no skill could teach it; the 1.5B follows
+# its skill (headroom-1.5b.json) and the quick job learns with it (quality.json). One server serves both.
+LOCAL_TARGET = "local:qwen2.5-coder-1.5b"
 LOCAL_OPTIMIZER = "local:qwen2.5-coder-1.5b"
 
 # (variable, target, optimizer), in the order they are tried when no model is named

@@ -5,7 +5,8 @@ that the benchmark scored correct becomes a "## Worked example" section (the tas
 that solved it). The example comes from the target's own successful rollouts of this step; when
 there are none and the tasks are questions, the optimizer model solves a failed train task under
 the current skill (a teacher, as DSPy's teacher programs), and only a reply the benchmark scores
-correct is used. A demonstration is a candidate like any other: screened, then gated.
+correct is used: the shortest such reply, since the target copies the example's length and every
+later rollout pays for it. A demonstration is a candidate like any other: screened, then gated.
 Only train tasks are ever used.
 """
 
@@ -28,11 +29,11 @@ from skillopt.skill import Skill
 
 SECTION = "Worked example"
 # what the teacher is asked on top of the task: an example is only useful if it shows the work
-SHOW_WORK = ('Show your work first, one step per line, numbered "Step 1:", "Step 2:", ..., and only then give '
-             "the final answer the task asks for.")
+SHOW_WORK = ('Show your work first, one short step per line (a single calculation each), numbered "Step 1:", '
+             '"Step 2:", ..., and only then give the final answer the task asks for.')
 # the line that opens the example: a small model copies an example's shape only when told to
-FOLLOW = ('Reply the way this example does: the work first, one step per line ("Step 1: ...", "Step 2: ..."), '
-          "then the final answer. Never give the final answer alone.")
+FOLLOW = ('Reply the way this example does: the work first, one short step per line ("Step 1: ...", '
+          '"Step 2: ..."), then the final answer. Never give the final answer alone.')
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200
 
@@ -98,17 +99,18 @@ class DemonstrationProposer:
 
     async def _teacher(self, state: SearchState) -> tuple[Task, str, str] | None:
         """The optimizer solves up to `attempts` failed train tasks at once, showing its work; the
-        first reply the scorer marks correct becomes the example."""
+        shortest reply the scorer marks correct becomes the example."""
         if self.teacher is None or self.harness != "chat":
             return None
         tasks = [state.tasks[r.task_id] for r in state.scored
                  if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
                  and r.task_id not in self.used][: self.attempts]
         replies = await asyncio.gather(*[self._solve(state.skill, t) for t in tasks])
-        for task, reply in zip(tasks, replies):
-            if reply and await self._correct(task, reply):
-                return task, reply, "solved by the optimizer model and checked by the scorer"
-        return None
+        solved = [(t, r) for t, r in zip(tasks, replies) if r and await self._correct(t, r)]
+        if not solved:
+            return None
+        task, reply = min(solved, key=lambda tr: len(tr[1].strip()))
+        return task, reply, "solved by the optimizer model and checked by the scorer"
 
     async def _solve(self, skill: Skill, task: Task) -> str | None:
         from skillopt.errors import ModelCallError

