@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,11 +78,12 @@ def main(job_path: str, out_path: str) -> None:
     optimize_calls = counts["target"]
 
     def test_scores(prompt: str) -> dict[str, float]:
-        out = {}
-        for t in tasks["test"]:
-            reply = task_lm([{"role": "system", "content": prompt}, {"role": "user", "content": t.prompt}])
-            out[t.id] = score_text(t, reply).hard
-        return out
+        """As our runs score the test split: the same concurrency (the server's slots)."""
+        def one(t: Task) -> float:
+            return score_text(t, task_lm([{"role": "system", "content": prompt}, {"role": "user", "content": t.prompt}])).hard
+
+        with ThreadPoolExecutor(job.get("concurrency", 4)) as pool:
+            return dict(zip((t.id for t in tasks["test"]), pool.map(one, tasks["test"])))
 
     seed_test = test_scores(job["seed_prompt"])
     best_test = test_scores(best_prompt) if best_prompt != job["seed_prompt"] else dict(seed_test)

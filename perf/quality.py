@@ -8,7 +8,7 @@ split seed changed, through the real CLI, models chosen as a user with no key ge
 in its own virtualenv (perf/gepa_runner.py) against the same llama.cpp servers, started here.
 The gate simulation (perf/gate_sim.py) is folded in when its JSON exists.
 
-Usage: python perf/quality.py [--benchmarks gsm8k,arc-challenge,mmlu] [--seeds 0,1,2,3,4] [--gepa]
+Usage: python perf/quality.py [--benchmarks gsm8k,arc-challenge,mmlu] [--seeds 0,1,2,3,4] [--gepa | --gepa-only]
                               [--out perf/results/quality.json]
 """
 
@@ -65,9 +65,20 @@ def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
         "val_size": len({x["task_id"] for x in rows if x["split"] == "val"}),
         "candidates": summary.get("candidates", {}), "accepted": summary.get("candidates_accepted", 0),
         "best_skill": (run / "best_skill.md").read_text(),
-        "decisions": gate_evidence(run),
         "optimizer_calls": summary["meter"]["roles"].get("optimizer", {}).get("calls", 0),
+        **run_facts(run),
     }
+
+
+def run_facts(run: Path) -> dict:
+    """What --rescan re-reads from a finished run: the models, the gate's evidence, the test replies' length."""
+    summary = json.loads((run / "summary.json").read_text())
+    rows = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    best_sha = summary_sha(run, summary["versions"]["best"])
+    best_test = [x["output_tokens"] for x in rows if x["split"] == "test" and x["skill_sha"] == best_sha]
+    return {"target_model": summary.get("target_model"), "optimizer_model": summary.get("optimizer_model"),
+            "best_test_reply_tokens": round(sum(best_test) / len(best_test), 1) if best_test else None,
+            "decisions": gate_evidence(run)}
 
 
 def gate_evidence(run: Path) -> list[dict]:
@@ -118,7 +129,8 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
         target = stack.enter_context(LocalServer(target_name, slots=cfg.train.concurrency))
         reflector = target if reflection_name == target_name else stack.enter_context(LocalServer(reflection_name))
         job = {split: [t.model_dump(mode="json") for t in bench.tasks(split)] for split in ("train", "val", "test")}
-        job.update(seed_prompt=seed_prompt, max_metric_calls=budget, seed=seed, run_dir=str(root / f"gepa-{benchmark}-{seed}"),
+        job.update(seed_prompt=seed_prompt, max_metric_calls=budget, seed=seed, concurrency=cfg.train.concurrency,
+                   run_dir=str(root / f"gepa-{benchmark}-{seed}"),
                    target={"base_url": target.base_url + "/v1", "model": target_name, "max_tokens": max_tokens},
                    reflection={"base_url": reflector.base_url + "/v1", "model": reflection_name,
                                "max_tokens": cfg.models.optimizer_max_tokens * 2})
@@ -146,6 +158,8 @@ def main() -> None:
     ap.add_argument("--benchmarks", default="gsm8k,arc-challenge,mmlu")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--gepa", action="store_true", help="also run GEPA 0.1.4 with the same budget")
+    ap.add_argument("--gepa-only", action="store_true",
+                    help="run GEPA 0.1.4 beside the runs already in --out (their target-call budget), ours not again")
     ap.add_argument("--set", action="append", default=[], help="extra --set for our runs")
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "quality.json"))
     ap.add_argument("--work", default=None, help="folder for the runs (default: a new one under /tmp)")
@@ -161,8 +175,21 @@ def main() -> None:
         for i, row in enumerate(results):
             run = root / "runs" / str(row.get("run_id"))
             if (run / "summary.json").exists():
-                results[i] = {**row, "decisions": gate_evidence(run)}
-        write(out_path, results)
+                results[i] = {**row, **run_facts(run)}
+        old = json.loads(out_path.read_text())
+        write(out_path, results, machine=old.get("machine"), date=old.get("date"))  # when the runs were measured
+        return
+    if args.gepa_only:
+        old = json.loads(out_path.read_text())
+        for i, row in enumerate(results):
+            if "error" in row or row["benchmark"] not in args.benchmarks.split(",") \
+                    or str(row["split_seed"]) not in args.seeds.split(","):
+                continue
+            results[i] = {**row, "gepa": run_gepa(row["benchmark"], row["split_seed"],
+                                                   row["target_calls_before_test"], root)}
+            print(f"{row['benchmark']} seed {row['split_seed']} gepa: "
+                  f"{json.dumps({k: v for k, v in results[i]['gepa'].items() if k != 'best_prompt'})[:400]}", flush=True)
+            write(out_path, results, machine=old.get("machine"), date=old.get("date"))
         return
     for benchmark in args.benchmarks.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -179,7 +206,7 @@ def main() -> None:
     print(f"wrote {out_path}")
 
 
-def write(path: Path, runs: list[dict]) -> None:
+def write(path: Path, runs: list[dict], machine: dict | None = None, date: str | None = None) -> None:
     sim_path = path.parent / "gate_sim.json"
     sim = json.loads(sim_path.read_text()) if sim_path.exists() else None
     data = {
@@ -188,9 +215,9 @@ def write(path: Path, runs: list[dict]) -> None:
             "false_accept_no_op": {s["scenario"]: s["accept_rate"] for s in sim["scenarios"] if s["effect"] == 0},
             "power_plus_15": {s["scenario"]: s["accept_rate"] for s in sim["scenarios"] if s["effect"] == 0.15},
         },
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "load_avg_at_write": os.getloadavg()},
-        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine or {"cpus": os.cpu_count(), "python": platform.python_version(),
+                               "platform": platform.platform(), "load_avg_at_write": os.getloadavg()},
+        "date": date or time.strftime("%Y-%m-%d"),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -101,7 +101,7 @@ def test_missing_parts_name_the_extra(tiny_model, tmp_path):
 def test_unknown_model_lists_the_known_ones():
     with pytest.raises(BadInput, match="qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, smollm2-135m"):
         get_model("llama-70b")
-    assert get_model(" Qwen2.5-Coder-0.5B ").name == local.DEFAULT_MODEL
+    assert get_model(" Qwen2.5-Coder-0.5B ").name == "qwen2.5-coder-0.5b"
 
 
 @needs_local

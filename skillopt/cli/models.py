@@ -28,8 +28,8 @@ def list_() -> None:
 
 
 @models_app.command("pull", help="Assemble and verify a local model's weights.\n\n"
-                                 "Example: skillopt models pull qwen2.5-coder-0.5b")
-def pull(name: str = typer.Argument("qwen2.5-coder-0.5b"),
+                                 "Example: skillopt models pull qwen2.5-coder-1.5b")
+def pull(name: str = typer.Argument("qwen2.5-coder-1.5b"),
          force: bool = typer.Option(False, "--force", help="Re-assemble even if a verified file exists.")) -> None:
     from skillopt.models.local import pull as pull_model
 
@@ -38,8 +38,8 @@ def pull(name: str = typer.Argument("qwen2.5-coder-0.5b"),
 
 
 @models_app.command("serve", help="Serve a local model on 127.0.0.1 for other tools (OpenAI chat, "
-                                  "Anthropic messages, Responses).\n\nExample: skillopt models serve qwen2.5-coder-0.5b")
-def serve(name: str = typer.Argument("qwen2.5-coder-0.5b"),
+                                  "Anthropic messages, Responses).\n\nExample: skillopt models serve qwen2.5-coder-1.5b")
+def serve(name: str = typer.Argument("qwen2.5-coder-1.5b"),
           port: int = typer.Option(0, "--port", help="0 picks a free port."),
           reply_tokens: int = typer.Option(0, "--reply-tokens", min=0,
                                            help="Reply length for requests that set no max tokens "

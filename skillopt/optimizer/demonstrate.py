@@ -29,11 +29,11 @@ from skillopt.skill import Skill
 
 SECTION = "Worked example"
 # what the teacher is asked on top of the task: an example is only useful if it shows the work
-SHOW_WORK = ('Show your work first, one short step per line (a single calculation each), numbered "Step 1:", '
-             '"Step 2:", ..., and only then give the final answer the task asks for.')
+SHOW_WORK = ('Show your work first, one step per line, numbered "Step 1:", "Step 2:", ..., and only then give '
+             "the final answer the task asks for.")
 # the line that opens the example: a small model copies an example's shape only when told to
-FOLLOW = ('Reply the way this example does: the work first, one short step per line ("Step 1: ...", '
-          '"Step 2: ..."), then the final answer. Never give the final answer alone.')
+FOLLOW = ('Reply the way this example does: the work first, one step per line ("Step 1: ...", "Step 2: ..."), '
+          "then the final answer. Never give the final answer alone.")
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from skillopt.errors import BadInput, ModelCallError
 
-DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"  # the default offline target and optimizer (models/defaults.py)
 HOST = "127.0.0.1"
 
 
