@@ -137,8 +137,23 @@ def _apply_one(st: _State, e: Edit) -> EditReport:
     if any(overlaps(sp.start, sp.end, a, b) for a, b in st.touched):
         return EditReport(edit=e, status="conflict", match=found.how,
                           detail=f"the target at line {line} was already changed by an earlier edit in this step")
+    if e.op != "delete" and _repeats(st.body, sp):
+        return EditReport(edit=e, status="invalid", match=found.how,
+                          detail="its text is already in the skill: a repeat adds only tokens")
     _splice_into(st, sp)
     return EditReport(edit=e, status="applied", match=found.how, detail=_describe(e, found, line))
+
+
+REPEAT_MIN_WORDS = 6  # shorter texts (list items, phrases) may well recur
+
+
+def _repeats(body: str, sp: Splice) -> bool:
+    """The splice's text, whitespace aside, already stands in what the body keeps around it: a
+    sentence a small optimizer proposes twice in one step, or one the skill already says."""
+    words = sp.text.split()
+    if len(words) < REPEAT_MIN_WORDS:
+        return False
+    return " ".join(words) in " ".join(f"{body[:sp.start]} {body[sp.end:]}".split())
 
 
 def _describe_edit(e: Edit, current: str) -> EditReport:

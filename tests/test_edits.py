@@ -170,6 +170,22 @@ def test_two_edits_on_the_same_region_the_later_conflicts(skill: Skill):
     assert [r.edit for r in result.failed] == [second, third]
 
 
+def test_an_edit_repeating_a_sentence_already_in_the_skill_is_refused(skill: Skill):
+    """A small optimizer proposes the same sentence twice (replace a line, then add it again): the
+    repeat adds nothing but tokens, so it is refused, whitespace aside; short lists items are not."""
+    said = "Explain the reasoning behind each step before giving the final answer."
+    result = apply(skill, Edit(op="replace", anchor="Keep it short.", text=said),
+                   Edit(op="add", text=said.replace(" each ", "\neach  ")),
+                   Edit(op="add", anchor="## Pitfalls", text="Re-read the question before answering, twice."),
+                   Edit(op="add", anchor="## Pitfalls", text="- Check the units"))
+    assert [r.status for r in result.reports] == ["applied", "invalid", "applied", "applied"], result.reports
+    assert "already in the skill" in result.reports[1].detail
+    assert result.skill.body.count("reasoning behind each step") == 1
+    status, _ = one(skill, Edit(op="add", anchor="## Notes", text="Read the problem, then work through it step by "
+                                                                "step before you answer."))
+    assert status == "invalid"
+
+
 def test_an_anchor_removed_by_an_earlier_edit_is_a_conflict(skill: Skill):
     result = apply(skill, Edit(op="delete", anchor="## Checks"),
                    Edit(op="replace", anchor="Re-read the question before answering.", text="Re-read twice."))
