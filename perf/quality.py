@@ -169,18 +169,17 @@ def main() -> None:
     root = Path(args.work or f"/tmp/skillopt-quality-{time.strftime('%Y%m%d-%H%M%S')}")
     root.mkdir(parents=True, exist_ok=True)
     out_path = Path(args.out)
-    results = json.loads(out_path.read_text()).get("runs", []) if out_path.exists() else []
+    old = json.loads(out_path.read_text()) if out_path.exists() else {}
+    results = old.get("runs", [])
     extra = [x for s in args.set for x in ("--set", s)]
     if args.rescan:
         for i, row in enumerate(results):
             run = root / "runs" / str(row.get("run_id"))
             if (run / "summary.json").exists():
                 results[i] = {**row, **run_facts(run)}
-        old = json.loads(out_path.read_text())
         write(out_path, results, machine=old.get("machine"), date=old.get("date"))  # when the runs were measured
         return
     if args.gepa_only:
-        old = json.loads(out_path.read_text())
         for i, row in enumerate(results):
             if "error" in row or row["benchmark"] not in args.benchmarks.split(",") \
                     or str(row["split_seed"]) not in args.seeds.split(","):

@@ -172,7 +172,7 @@ def test_two_edits_on_the_same_region_the_later_conflicts(skill: Skill):
 
 def test_an_edit_repeating_a_sentence_already_in_the_skill_is_refused(skill: Skill):
     """A small optimizer proposes the same sentence twice (replace a line, then add it again): the
-    repeat adds nothing but tokens, so it is refused, whitespace aside; short lists items are not."""
+    repeat adds nothing but tokens, so it is refused, whitespace aside; short list items are not."""
     said = "Explain the reasoning behind each step before giving the final answer."
     result = apply(skill, Edit(op="replace", anchor="Keep it short.", text=said),
                    Edit(op="add", text=said.replace(" each ", "\neach  ")),

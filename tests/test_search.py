@@ -203,7 +203,7 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
         if req.model == "fake-opt" and m:  # the teacher knows the pattern, more or less wordily
             n = int(m.group(1))
             if n % 4 == 0:
-                reply = "Answer: ZETA-0"  # wrong, and the shortest
+                reply = f"Answer: ZETA-{n + 1}"  # wrong, and the shortest
             else:
                 reply = "The code is ZETA- and the number.\n" * (20 - n) + f"Answer: ZETA-{n}"  # later items: less said
             taught[f"item-{n:02d}"] = reply
@@ -223,7 +223,7 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     source = re.search(r"from train task (\S+)", demo["rationale"]).group(1)
     train_ids = set(json.loads((run / "steps" / "0001" / "batch.json").read_text())["tasks"])
     assert source in train_ids  # never a validation or test task
-    correct = {t: r for t, r in taught.items() if not r.startswith("Answer: ZETA-0")}
+    correct = {t: r for t, r in taught.items() if r.endswith(f"Answer: ZETA-{int(t.removeprefix('item-'))}")}
     assert source == min(correct, key=lambda t: len(correct[t])), taught
     best = (run / "best_skill.md").read_text()
     assert "## Worked example" in best and "A reply that solved it" in best
