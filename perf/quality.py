@@ -200,7 +200,10 @@ def main() -> None:
                 row["gepa"] = run_gepa(benchmark, seed, row["target_calls_before_test"], root)
                 print(f"  gepa: {json.dumps({k: v for k, v in row['gepa'].items() if k != 'best_prompt'})[:400]}",
                       flush=True)
-            results = [r for r in results if (r.get("benchmark"), r.get("split_seed")) != (benchmark, seed)] + [row]
+            before = [r for r in results if (r.get("benchmark"), r.get("split_seed")) == (benchmark, seed)]
+            if "gepa" not in row and before and "gepa" in before[0]:
+                row["gepa"] = before[0]["gepa"]  # GEPA on the same split and models: not run again
+            results = [r for r in results if r not in before] + [row]
             write(out_path, results)
     print(f"wrote {out_path}")
 

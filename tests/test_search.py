@@ -230,6 +230,57 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     assert correct[source].strip() in best
 
 
+def test_a_demonstration_from_the_targets_own_rollouts_is_its_shortest_whole_worked_reply(tmp_path):
+    """The target solves some train tasks itself: tersely with a few steps, at great length (more
+    than an example may hold), or with the answer alone. The example is the shortest reply that
+    shows its work, shown whole; a reply too long to show whole is never cut down to an example
+    (cut, it loses the answer line it is there to teach), and the teacher is not asked."""
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(24))
+    replies: dict[str, str] = {}
+    teacher_asked = []
+
+    def script(req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return FakeReply(text=json.dumps({"analysis": "unclear", "edits": [
+                {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+        m = re.search(r"item (\d+)", user)
+        if not m:
+            return FakeReply(text="Answer: unknown")
+        if req.model == "fake-opt":
+            teacher_asked.append(m.group(1))
+        n = int(m.group(1))
+        kind = n % 4
+        if kind == 0:  # right, with far more working than an example may hold
+            reply = "".join(f"Step {k}: the code is ZETA- and then the item number.\n" for k in range(1, 41))
+        elif kind == 1:  # right, a few steps: fewer for later items
+            reply = "".join(f"Step {k}: the code is ZETA- and the number.\n" for k in range(1, 2 + (24 - n) // 4))
+        elif kind == 2:  # right, the answer alone
+            reply = ""
+        else:
+            return FakeReply(text="Answer: unknown")
+        replies[f"item-{n:02d}"] = reply + f"Answer: ZETA-{n}"
+        return FakeReply(text=replies[f"item-{n:02d}"])
+
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "own", "--set", "train.consolidate=false", train=8, epochs=1),
+                    tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "own"
+    train = json.loads((run / "steps" / "0001" / "batch.json").read_text())["tasks"]
+    kinds = {int(t.removeprefix("item-")) % 4 for t in train}
+    assert {0, 1} <= kinds, train  # the split holds a long and a short solved task
+    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    demo = next(c for c in cands if c["origin"] == "demonstration")
+    assert "own rollout" in demo["rationale"] and not teacher_asked
+    source = re.search(r"from train task (\S+)", demo["rationale"]).group(1)
+    terse = [t for t in train if int(t.removeprefix("item-")) % 4 == 1]
+    assert source == min(terse, key=lambda t: len(replies[t])), (source, train)
+    example = demo["edits"][0]["text"]
+    assert example.rstrip().endswith(replies[source].strip())  # whole, answer line included
+    assert "Step 40" not in example
+
+
 # the leakage check -------------------------------------------------------------------------------------
 def test_edits_copying_task_answers_are_rejected_before_any_rollout(tmp_path):
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))

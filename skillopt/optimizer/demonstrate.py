@@ -5,9 +5,10 @@ that the benchmark scored correct becomes a "## Worked example" section (the tas
 that solved it). The example comes from the target's own successful rollouts of this step; when
 there are none and the tasks are questions, the optimizer model solves a failed train task under
 the current skill (a teacher, as DSPy's teacher programs), and only a reply the benchmark scores
-correct is used: the shortest such reply, since the target copies the example's length and every
-later rollout pays for it. A demonstration is a candidate like any other: screened, then gated.
-Only train tasks are ever used.
+correct is used. Either way the example is the shortest such reply that shows its work, since the
+target copies the example's length and every later rollout pays for it, and a reply is shown
+whole or not at all: one cut short ends without the answer line it is there to teach. A
+demonstration is a candidate like any other: screened, then gated. Only train tasks are ever used.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.reflect import anchor_choices
-from skillopt.optimizer.types import Candidate, ScoredRollout
+from skillopt.optimizer.types import Candidate
 from skillopt.prompts import chat_system
 from skillopt.skill import Skill
 
@@ -35,7 +36,7 @@ SHOW_WORK = ('Show your work first, one step per line, numbered "Step 1:", "Step
 FOLLOW = ('Reply the way this example does: the work first, one step per line ("Step 1: ...", "Step 2: ..."), '
           "then the final answer. Never give the final answer alone.")
 MAX_TASK_CHARS = 700
-MAX_REPLY_CHARS = 1200
+MAX_REPLY_CHARS = 1200  # a longer reply is not made an example (it is never cut)
 
 
 def example_section(task: Task, reply: str) -> str:
@@ -43,7 +44,7 @@ def example_section(task: Task, reply: str) -> str:
     if len(prompt) > MAX_TASK_CHARS:
         prompt = prompt[:MAX_TASK_CHARS].rstrip() + " ..."
     return (f"## {SECTION}\n\n{FOLLOW}\n\nTask:\n{prompt}\n\nA reply that solved it:\n"
-            f"{reply.strip()[:MAX_REPLY_CHARS]}\n")
+            f"{reply.strip()}\n")
 
 
 def demonstration_edit(skill: Skill, task: Task, reply: str) -> Edit:
@@ -90,11 +91,11 @@ class DemonstrationProposer:
                           sources=failed[:4] or [r.task_id for r in state.scored][:4])]
 
     def _own_success(self, state: SearchState) -> tuple[Task, str, str] | None:
-        wins = [r for r in state.scored if not r.failed and not r.error and _shows_work(r)
-                and r.task_id in state.tasks and r.task_id not in self.used]
+        wins = [r for r in state.scored if not r.failed and not r.error and _shows_work(r.output)
+                and _fits(r.output) and r.task_id in state.tasks and r.task_id not in self.used]
         if not wins:
             return None
-        best = max(wins, key=_worked)  # the one that shows the most working
+        best = min(wins, key=lambda r: len(r.output.strip()))
         return state.tasks[best.task_id], best.output, "the target's own rollout"
 
     async def _teacher(self, state: SearchState) -> tuple[Task, str, str] | None:
@@ -106,7 +107,8 @@ class DemonstrationProposer:
                  if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
                  and r.task_id not in self.used][: self.attempts]
         replies = await asyncio.gather(*[self._solve(state.skill, t) for t in tasks])
-        solved = [(t, r) for t, r in zip(tasks, replies) if r and await self._correct(t, r)]
+        solved = [(t, r) for t, r in zip(tasks, replies)
+                  if r and _shows_work(r) and _fits(r) and await self._correct(t, r)]
         if not solved:
             return None
         task, reply = min(solved, key=lambda tr: len(tr[1].strip()))
@@ -131,11 +133,10 @@ class DemonstrationProposer:
         return score.hard >= 1.0
 
 
-def _shows_work(r: ScoredRollout) -> bool:
+def _shows_work(reply: str) -> bool:
     """An example teaches the shape of a reply only if there is more to it than the answer."""
-    return sum(1 for ln in r.output.splitlines() if ln.strip()) >= 2
+    return sum(1 for ln in reply.splitlines() if ln.strip()) >= 2
 
 
-def _worked(r: ScoredRollout) -> tuple[int, int]:
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    return (min(len(lines), 12), -abs(len(r.output) - 400))
+def _fits(reply: str) -> bool:
+    return len(reply.strip()) <= MAX_REPLY_CHARS
