@@ -12,9 +12,11 @@ import re
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
 from tests.helpers import cli_env, run_cli, write_jsonl
-from tests.test_train_e2e import RULE, USELESS, Scripted, code_tasks
+from tests.test_train_e2e import USELESS, Scripted, code_tasks
 
 
 def run_args(data: Path, url: str, run_id: str, *extra: str, val: int = 8, train: int = 4, epochs: int = 2) -> list[str]:
@@ -230,14 +232,16 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     assert correct[source].strip() in best
 
 
-def test_a_demonstration_from_the_targets_own_rollouts_is_its_shortest_whole_worked_reply(tmp_path):
-    """The target solves some train tasks itself: tersely with a few steps, at great length (more
-    than an example may hold), or with the answer alone. The example is the shortest reply that
-    shows its work, shown whole; a reply too long to show whole is never cut down to an example
-    (cut, it loses the answer line it is there to teach), and the teacher is not asked."""
+@pytest.mark.parametrize("teacher", ["wordier", "terser"])
+def test_a_worked_example_is_the_shortest_correct_reply_that_shows_its_work_whole(tmp_path, teacher):
+    """The target solves some train tasks itself: in a few steps, at great length (more than an
+    example may hold), or with the answer alone; the teacher solves the failed ones, more wordily
+    than the target's terse replies or more tersely. The example is the shortest correct reply that
+    shows its work, the target's or the teacher's, shown whole: a reply too long to show whole is
+    never cut down to an example (cut, it loses the answer line it is there to teach)."""
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(24))
-    replies: dict[str, str] = {}
-    teacher_asked = []
+    replies: dict[str, str] = {}  # task id -> a correct reply that shows its work, the target's or the teacher's
+    asked: list[str] = []
 
     def script(req: FakeRequest) -> FakeReply:
         user = req.last_user_text
@@ -247,35 +251,38 @@ def test_a_demonstration_from_the_targets_own_rollouts_is_its_shortest_whole_wor
         m = re.search(r"item (\d+)", user)
         if not m:
             return FakeReply(text="Answer: unknown")
-        if req.model == "fake-opt":
-            teacher_asked.append(m.group(1))
         n = int(m.group(1))
-        kind = n % 4
+        tid, kind = f"item-{n:02d}", n % 4
+        if req.model == "fake-opt":  # the teacher, asked about a failed task
+            asked.append(tid)
+            lines = 1 if teacher == "terser" else 12
+            replies[tid] = "".join(f"Step {k}: ZETA- then {n}.\n" for k in range(1, lines + 1)) + f"Answer: ZETA-{n}"
+            return FakeReply(text=replies[tid])
         if kind == 0:  # right, with far more working than an example may hold
-            reply = "".join(f"Step {k}: the code is ZETA- and then the item number.\n" for k in range(1, 41))
+            text = "".join(f"Step {k}: the code is ZETA- and then the item number.\n" for k in range(1, 41))
         elif kind == 1:  # right, a few steps: fewer for later items
-            reply = "".join(f"Step {k}: the code is ZETA- and the number.\n" for k in range(1, 2 + (24 - n) // 4))
-        elif kind == 2:  # right, the answer alone
-            reply = ""
+            text = "".join(f"Step {k}: the code is ZETA- and the number.\n" for k in range(1, 2 + (24 - n) // 4))
+        elif kind == 2:
+            return FakeReply(text=f"Answer: ZETA-{n}")  # right, the answer alone
         else:
             return FakeReply(text="Answer: unknown")
-        replies[f"item-{n:02d}"] = reply + f"Answer: ZETA-{n}"
-        return FakeReply(text=replies[f"item-{n:02d}"])
+        replies[tid] = text + f"Answer: ZETA-{n}"
+        return FakeReply(text=replies[tid])
 
     with FakeModelServer(script) as srv:
-        r = run_cli(run_args(data, srv.openai_url, "own", "--set", "train.consolidate=false", train=8, epochs=1),
+        r = run_cli(run_args(data, srv.openai_url, "ex", "--set", "train.consolidate=false", train=8, epochs=1),
                     tmp_path, cli_env(tmp_path))
     assert r.returncode == 0, r.stderr
-    run = tmp_path / "runs" / "own"
+    run = tmp_path / "runs" / "ex"
     train = json.loads((run / "steps" / "0001" / "batch.json").read_text())["tasks"]
-    kinds = {int(t.removeprefix("item-")) % 4 for t in train}
-    assert {0, 1} <= kinds, train  # the split holds a long and a short solved task
+    assert {0, 1, 3} <= {int(t.removeprefix("item-")) % 4 for t in train}, train  # long, terse and failed
+    assert asked and set(asked) <= set(train)  # the teacher saw failed train tasks only
+    fits = {t: x for t, x in replies.items() if t in train and len(x) <= 1200}  # item-NN with NN % 4 == 0: too long
     cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
     demo = next(c for c in cands if c["origin"] == "demonstration")
-    assert "own rollout" in demo["rationale"] and not teacher_asked
     source = re.search(r"from train task (\S+)", demo["rationale"]).group(1)
-    terse = [t for t in train if int(t.removeprefix("item-")) % 4 == 1]
-    assert source == min(terse, key=lambda t: len(replies[t])), (source, train)
+    assert source == min(fits, key=lambda t: len(fits[t])), (source, fits)
+    assert ("optimizer model" in demo["rationale"]) == (teacher == "terser")
     example = demo["edits"][0]["text"]
     assert example.rstrip().endswith(replies[source].strip())  # whole, answer line included
     assert "Step 40" not in example

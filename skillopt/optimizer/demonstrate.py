@@ -2,11 +2,12 @@
 
 The idea behind DSPy's bootstrapped few-shot demonstrations, for one document: a train rollout
 that the benchmark scored correct becomes a "## Worked example" section (the task and the reply
-that solved it). The example comes from the target's own successful rollouts of this step; when
-there are none and the tasks are questions, the optimizer model solves a failed train task under
-the current skill (a teacher, as DSPy's teacher programs), and only a reply the benchmark scores
-correct is used. Either way the example is the shortest such reply that shows its work, since the
-target copies the example's length and every later rollout pays for it, and a reply is shown
+that solved it). The replies to choose from are the target's own successful rollouts of this
+step and, when the tasks are questions, the optimizer model's replies to a few failed train tasks
+under the current skill (a teacher, as DSPy's teacher programs), of which only those the benchmark
+scores correct count. The example is the shortest of them that shows its work, since the target
+copies the example's length and every later rollout pays for it (the target's own successes are
+often its longest replies, the teacher is asked for one step per line), and a reply is shown
 whole or not at all: one cut short ends without the answer line it is there to teach. A
 demonstration is a candidate like any other: screened, then gated. Only train tasks are ever used.
 """
@@ -79,10 +80,10 @@ class DemonstrationProposer:
         self.used: set[str] = set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> list[Candidate]:
-        found = self._own_success(state) or await self._teacher(state)
-        if found is None:
+        found = self._own_successes(state) + await self._teacher(state)
+        if not found:
             return []
-        task, reply, how = found
+        task, reply, how = min(found, key=lambda f: len(f[1].strip()))
         self.used.add(task.id)
         edit = demonstration_edit(state.skill, task, reply)
         failed = [r.task_id for r in state.scored if r.failed and r.task_id != task.id]
@@ -90,29 +91,22 @@ class DemonstrationProposer:
                           rationale=f"worked example ({how}) from train task {task.id}",
                           sources=failed[:4] or [r.task_id for r in state.scored][:4])]
 
-    def _own_success(self, state: SearchState) -> tuple[Task, str, str] | None:
-        wins = [r for r in state.scored if not r.failed and not r.error and _shows_work(r.output)
-                and _fits(r.output) and r.task_id in state.tasks and r.task_id not in self.used]
-        if not wins:
-            return None
-        best = min(wins, key=lambda r: len(r.output.strip()))
-        return state.tasks[best.task_id], best.output, "the target's own rollout"
+    def _own_successes(self, state: SearchState) -> list[tuple[Task, str, str]]:
+        return [(state.tasks[r.task_id], r.output, "the target's own rollout") for r in state.scored
+                if not r.failed and not r.error and _shows_work(r.output) and _fits(r.output)
+                and r.task_id in state.tasks and r.task_id not in self.used]
 
-    async def _teacher(self, state: SearchState) -> tuple[Task, str, str] | None:
+    async def _teacher(self, state: SearchState) -> list[tuple[Task, str, str]]:
         """The optimizer solves up to `attempts` failed train tasks at once, showing its work; the
-        shortest reply the scorer marks correct becomes the example."""
+        replies the scorer marks correct."""
         if self.teacher is None or self.harness != "chat":
-            return None
+            return []
         tasks = [state.tasks[r.task_id] for r in state.scored
                  if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
                  and r.task_id not in self.used][: self.attempts]
         replies = await asyncio.gather(*[self._solve(state.skill, t) for t in tasks])
-        solved = [(t, r) for t, r in zip(tasks, replies)
-                  if r and _shows_work(r) and _fits(r) and await self._correct(t, r)]
-        if not solved:
-            return None
-        task, reply = min(solved, key=lambda tr: len(tr[1].strip()))
-        return task, reply, "solved by the optimizer model and checked by the scorer"
+        return [(t, r, "solved by the optimizer model and checked by the scorer") for t, r in zip(tasks, replies)
+                if r and _shows_work(r) and _fits(r) and await self._correct(t, r)]
 
     async def _solve(self, skill: Skill, task: Task) -> str | None:
         from skillopt.errors import ModelCallError
