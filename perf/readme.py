@@ -351,6 +351,12 @@ def headroom_part(doc: dict, others: list[dict] = ()) -> list[str]:
 
 # earlier quick jobs kept for the record: (results file, title, command that reproduces it, what they show)
 OTHER_RUNS = (
+    ("quality-example-cut", "Before the worked example was chosen across the target's and the teacher's replies",
+     "python perf/quality.py --benchmarks gsm8k --seeds {seeds} --out perf/results/quality-example-cut.json",
+     "The same job at commit 9a86495, when the target's own success was preferred to the teacher's replies, chosen "
+     "for having the most lines and cut at 1200 characters: on split seed 4 the example was a LaTeX reply cut off "
+     "before its answer line, and the target imitated it to the reply cap on 29 of 60 test tasks. Seed 3 accepted "
+     "a reflection's instruction to explain every step (252-token replies)."),
     ("quality-target-0.5b", "The same job with the 0.5B model as target (the default target before the 1.5B)",
      "python perf/quality.py --benchmarks gsm8k --seeds {seeds} --set target_model=local:qwen2.5-coder-0.5b "
      "--out perf/results/quality-target-0.5b.json",
