@@ -187,6 +187,12 @@ def test_pool_keeps_candidates_best_on_some_task_and_merge_combines_them(tmp_pat
     assert ALPHA in best and OMEGA in best
 
 
+def useless_reflection() -> FakeReply:
+    """The optimizer's reflection: one edit that changes nothing the target does."""
+    return FakeReply(text=json.dumps({"analysis": "unclear", "edits": [
+        {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+
+
 # demonstrations ---------------------------------------------------------------------------------------
 def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     """The target answers only with a worked example in its skill; the reflection proposes nothing
@@ -199,8 +205,7 @@ def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     def script(req: FakeRequest) -> FakeReply:
         user = req.last_user_text
         if "You improve a skill" in user:
-            return FakeReply(text=json.dumps({"analysis": "unclear", "edits": [
-                {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+            return useless_reflection()
         m = re.search(r"item (\d+)", user)
         if req.model == "fake-opt" and m:  # the teacher knows the pattern, more or less wordily
             n = int(m.group(1))
@@ -246,8 +251,7 @@ def test_a_worked_example_is_the_shortest_correct_reply_that_shows_its_work_whol
     def script(req: FakeRequest) -> FakeReply:
         user = req.last_user_text
         if "You improve a skill" in user:
-            return FakeReply(text=json.dumps({"analysis": "unclear", "edits": [
-                {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+            return useless_reflection()
         m = re.search(r"item (\d+)", user)
         if not m:
             return FakeReply(text="Answer: unknown")
