@@ -38,6 +38,11 @@ FOLLOW = ('Reply the way this example does: the work first, one step per line ("
           "then the final answer. Never give the final answer alone.")
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200  # a longer reply is not made an example (it is never cut)
+# failed train tasks the teacher solves per step, at once: the target copies the example's length,
+# and every later rollout pays for it. On the 1.5B's own step-1 batches of gsm8k split seeds 0-4,
+# the shortest correct reply among 5 tasks was at most as long as among 3, and much shorter on
+# two (272 characters against 730; 254 against 367); 7 found none shorter than 5
+ATTEMPTS = 5
 
 
 def example_section(task: Task, reply: str) -> str:
@@ -74,7 +79,7 @@ class DemonstrationProposer:
     name = "demonstration"
 
     def __init__(self, models: Models, teacher: ModelSpec | None, benchmark: Benchmark, harness: str,
-                 max_tokens: int | None = None, attempts: int = 3):
+                 max_tokens: int | None = None, attempts: int = ATTEMPTS):
         self.models, self.teacher, self.benchmark = models, teacher, benchmark
         self.harness, self.max_tokens, self.attempts = harness, max_tokens, attempts
         self.used: set[str] = set()  # task ids already made into an example
