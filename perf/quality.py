@@ -209,10 +209,10 @@ def main() -> None:
 
 
 def write(path: Path, runs: list[dict], machine: dict | None = None, date: str | None = None) -> None:
-    sim_path = path.parent / "gate_sim.json"
+    sim_path = REPO / "perf" / "results" / "gate_sim.json"  # perf/gate_sim.py's, wherever --out writes
     sim = json.loads(sim_path.read_text()) if sim_path.exists() else None
     data = {
-        "runs": runs,
+        "runs": sorted(runs, key=lambda r: (r["benchmark"], r["split_seed"])),
         "gate_simulation": None if sim is None else {
             "false_accept_no_op": {s["scenario"]: s["accept_rate"] for s in sim["scenarios"] if s["effect"] == 0},
             "power_plus_15": {s["scenario"]: s["accept_rate"] for s in sim["scenarios"] if s["effect"] == 0.15},

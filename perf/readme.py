@@ -351,6 +351,11 @@ def headroom_part(doc: dict, others: list[dict] = ()) -> list[str]:
 
 # earlier quick jobs kept for the record: (results file, title, command that reproduces it, what they show)
 OTHER_RUNS = (
+    ("quality-teacher-3", "Before the teacher solved 5 failed train tasks a step (it solved 3)",
+     "python perf/quality.py --benchmarks gsm8k --seeds {seeds} --out perf/results/quality-teacher-3.json",
+     "The same job at commit c7d99b8: the worked example was the shortest correct reply among the teacher's "
+     "replies to 3 failed train tasks (and the target's own successes). The lifts are of the same size; the "
+     "examples, and so the best skills' test replies, were longer on split seeds 1, 3 and 4 (182-215 tokens)."),
     ("quality-example-cut", "Before the worked example was chosen across the target's and the teacher's replies",
      "python perf/quality.py --benchmarks gsm8k --seeds {seeds} --out perf/results/quality-example-cut.json",
      "The same job at commit 9a86495, when the target's own success was preferred to the teacher's replies, chosen "

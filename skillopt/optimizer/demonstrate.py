@@ -98,7 +98,7 @@ class DemonstrationProposer:
 
     def _own_successes(self, state: SearchState) -> list[tuple[Task, str, str]]:
         return [(state.tasks[r.task_id], r.output, "the target's own rollout") for r in state.scored
-                if not r.failed and not r.error and _shows_work(r.output) and _fits(r.output)
+                if not r.failed and not r.error and _usable(r.output)
                 and r.task_id in state.tasks and r.task_id not in self.used]
 
     async def _teacher(self, state: SearchState) -> list[tuple[Task, str, str]]:
@@ -111,7 +111,7 @@ class DemonstrationProposer:
                  and r.task_id not in self.used][: self.attempts]
         replies = await asyncio.gather(*[self._solve(state.skill, t) for t in tasks])
         return [(t, r, "solved by the optimizer model and checked by the scorer") for t, r in zip(tasks, replies)
-                if r and _shows_work(r) and _fits(r) and await self._correct(t, r)]
+                if r and _usable(r) and await self._correct(t, r)]
 
     async def _solve(self, skill: Skill, task: Task) -> str | None:
         from skillopt.errors import ModelCallError
@@ -132,10 +132,7 @@ class DemonstrationProposer:
         return score.hard >= 1.0
 
 
-def _shows_work(reply: str) -> bool:
-    """An example teaches the shape of a reply only if there is more to it than the answer."""
-    return sum(1 for ln in reply.splitlines() if ln.strip()) >= 2
-
-
-def _fits(reply: str) -> bool:
-    return len(reply.strip()) <= MAX_REPLY_CHARS
+def _usable(reply: str) -> bool:
+    """A reply an example can show: more to it than the answer (an example teaches the shape of a
+    reply only then), and short enough to show whole."""
+    return sum(1 for ln in reply.splitlines() if ln.strip()) >= 2 and len(reply.strip()) <= MAX_REPLY_CHARS
