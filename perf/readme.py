@@ -266,8 +266,12 @@ def gate_part(sim: dict) -> list[str]:
 def learning_part(doc: dict) -> list[str]:
     runs = [r for r in doc.get("runs", []) if "error" not in r]
     failed = [r for r in doc.get("runs", []) if "error" in r]
+    seeds: dict[str, list[str]] = {}
+    for r in doc.get("runs", []):
+        seeds.setdefault(r["benchmark"], []).append(str(r["split_seed"]))
+    commands = "; ".join(f"`python perf/quality.py --benchmarks {b} --seeds {','.join(s)}`" for b, s in seeds.items())
     out = ["### Lift on the sealed test split", "",
-           "`python perf/quality.py --benchmarks gsm8k --seeds 0,1,2,3,4`: the README's main job "
+           f"{commands}: the README's main job "
            f"(`skillopt run --preset quick`, no key: {models(runs)}) with the split seed changed; seed and best "
            "skill each scored once on the test split; the paired difference with its 95% interval (Agresti-Min). "
            f"Machine: {doc['machine']['cpus']} CPUs, Python {doc['machine']['python']}, {doc['date']}; 1-min load "
