@@ -27,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from perf.common import RESULTS  # noqa: E402
 from skillopt.stats import paired_difference_interval  # noqa: E402
 
 def gepa_python() -> Path:
@@ -161,7 +162,7 @@ def main() -> None:
     ap.add_argument("--gepa-only", action="store_true",
                     help="run GEPA 0.1.4 beside the runs already in --out (their target-call budget), ours not again")
     ap.add_argument("--set", action="append", default=[], help="extra --set for our runs")
-    ap.add_argument("--out", default=str(REPO / "perf" / "results" / "quality.json"))
+    ap.add_argument("--out", default=str(RESULTS / "quality.json"))
     ap.add_argument("--work", default=None, help="folder for the runs (default: a new one under /tmp)")
     ap.add_argument("--rescan", action="store_true",
                     help="re-read the finished runs under --work into the JSON (wall times kept), run nothing")
@@ -209,7 +210,7 @@ def main() -> None:
 
 
 def write(path: Path, runs: list[dict], machine: dict | None = None, date: str | None = None) -> None:
-    sim_path = REPO / "perf" / "results" / "gate_sim.json"  # perf/gate_sim.py's, wherever --out writes
+    sim_path = RESULTS / "gate_sim.json"  # perf/gate_sim.py's, wherever --out writes
     sim = json.loads(sim_path.read_text()) if sim_path.exists() else None
     data = {
         "runs": sorted(runs, key=lambda r: (r["benchmark"], r["split_seed"])),
