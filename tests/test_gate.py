@@ -6,7 +6,15 @@ import itertools
 
 import pytest
 
-from skillopt.optimizer.gate import SequentialGate, SignTest, final_bound, interim_bound, tail
+from skillopt.optimizer.gate import (
+    GRID,
+    SequentialGate,
+    SignTest,
+    final_bound,
+    interim_bound,
+    tail,
+    unconditional_bounds,
+)
 from skillopt.optimizer.gate_sim import Scenario, simulate
 
 
@@ -37,7 +45,7 @@ def test_boundaries_keep_the_false_accept_chance_within_alpha_exactly(k):
 
 
 def test_ties_never_accept_and_errored_pairs_are_not_evidence():
-    g = SequentialGate(SignTest(planned=12, futility=0.0))
+    g = SequentialGate(SignTest(planned=12, futility=0.0, independent=False))  # the sign test at the final look
     for t in "abcd":
         g.add(t, 1.0, 1.0)
     g.skip("e")
@@ -53,6 +61,46 @@ def test_ties_never_accept_and_errored_pairs_are_not_evidence():
     assert (d.wins, d.losses, d.ties, d.skipped, d.evaluated, d.total) == (3, 0, 6, 2, 9, 12)
     g.add("l", 0.0, 1.0)  # after the decision: not evidence
     assert len(g.pairs) == 9
+
+
+@pytest.mark.parametrize("pairs", [5, 12, 40])
+def test_the_unconditional_final_look_keeps_false_accepts_within_alpha_at_every_discordance_rate(pairs):
+    """Count every path of wins, losses and ties through the gate's own accept rule (interim looks,
+    then the final one), and evaluate the false-accept chance of a no-better candidate,
+    sum of count * (psi / 2)^discordant * (1 - psi)^ties, on a grid 25 times finer than the one
+    the bounds were chosen on."""
+    test = SignTest(planned=pairs)
+    accepted: dict[tuple[int, int], int] = {}  # (discordant, ties) -> paths that accepted there
+    alive = {(0, 0): 1}
+    for n in range(1, pairs + 1):
+        nxt: dict[tuple[int, int], int] = {}
+        for (w, l), c in alive.items():
+            for state in ((w + 1, l), (w, l + 1), (w, l)):
+                nxt[state] = nxt.get(state, 0) + c
+        alive = {}
+        for (w, l), c in nxt.items():
+            if test.accepts(w, l, final=n == pairs, pairs=n):
+                accepted[(w + l, n - w - l)] = accepted.get((w + l, n - w - l), 0) + c
+            else:
+                alive[(w, l)] = c
+    fine = 25 * GRID
+    worst = max(sum(c * (x / fine / 2) ** k * (1 - x / fine) ** t for (k, t), c in accepted.items())
+                for x in range(1, fine + 1))
+    assert worst <= 0.05 + 1e-9
+
+
+def test_the_unconditional_final_look_accepts_what_the_sign_test_cannot():
+    """4 wins and no loss among 40 tasks: the sign test's p is 1/16 whatever the ties, but 4
+    discordant pairs out of 40 all going one way is rare at every discordance rate."""
+    bounds = unconditional_bounds(40, 0.05, 0.005)
+    assert bounds[4] == 4 and final_bound(4, 0.05, 0.005) == 5
+    assert all(bounds[k] <= final_bound(k, 0.05, 0.005) for k in range(41))
+    for independent, verdict in ((True, (True, "accept-final")), (False, (False, "exhausted"))):
+        g = SequentialGate(SignTest(planned=40, futility=0.0, independent=independent))
+        for i in range(40):
+            g.add(f"t{i}", 0.0, 1.0 if i < 4 else 0.0)
+        assert g.decision()[:2] == verdict
+    assert "unconditional" in SequentialGate(SignTest(planned=4)).summary(1, 0).test
 
 
 def test_clear_wins_accept_early_and_hopeless_candidates_stop_early():
@@ -85,9 +133,27 @@ def test_a_no_op_edit_is_accepted_at_most_5_percent_of_the_time(scenario):
 
 
 def test_power_to_accept_a_real_15_point_improvement_at_40_tasks():
-    """80% needs more than one observation per task: three pairs per task (gate.trials=3) on a
-    sampled target. One pair per task cannot reach it with any exact 5% test (README)."""
+    """At least 80% for a deterministic target with one pair per task when the edit changes only
+    the tasks it helps (the sign test alone reached 72% there, its ceiling 74%), and for a
+    sampled target with three pairs per task (gate.trials=3)."""
+    det = simulate(Scenario("+15, deterministic", effect=0.15, stability=1.0), decisions=400, seed=12)
+    assert det.accept_rate >= 0.8 and det.pairs_per_decision < 40
     r = simulate(Scenario("+15, sampled, 3 trials", effect=0.15, mode="sampled", trials=3), decisions=400, seed=12)
     assert r.accept_rate >= 0.8
-    det = simulate(Scenario("+15, deterministic", effect=0.15, stability=0.95), decisions=400, seed=12)
-    assert det.accept_rate >= 0.6 and det.pairs_per_decision < 40
+
+
+@pytest.mark.parametrize(("val", "trials", "warned"), [(4, 1, True), (5, 1, False), (2, 3, False), (1, 3, True)])
+def test_a_validation_split_too_small_to_ever_accept_is_warned_about_before_any_rollout(val, trials, warned):
+    """5 pairs are the fewest where some outcome accepts (5 wins of 5: p = 1/32), for either final look."""
+    from skillopt.config import resolve_config
+    from skillopt.engine.run import gate_size_warning
+    from skillopt.engine.setup import open_benchmark
+
+    cfg = resolve_config({"benchmark": "gsm8k", "splits": {"train": 2, "val": val, "test": 2},
+                          "gate": {"trials": trials}})
+    with open_benchmark(cfg) as benchmark:
+        warning = gate_size_warning(cfg, benchmark)
+    assert (warning is not None) == warned
+    if warned:  # the validation tasks that give 5 pairs at this many trials per task
+        assert f"has {val * trials} paired observation(s)" in warning and "fewer than 5" in warning
+        assert f"use --val-size {-(-5 // trials)} or more" in warning

@@ -61,7 +61,7 @@ class Trainer:
         g = cfg.gate
         self.settings = GateSettings(
             test=SignTest(planned=len(self.val_order) * g.trials, alpha=g.alpha, interim_alpha=g.interim_alpha,
-                          min_effect=g.min_effect, futility=g.futility),
+                          min_effect=g.min_effect, futility=g.futility, independent=g.trials == 1),
             metric=g.metric, trials=g.trials, deterministic=ctx.deterministic, concurrency=cfg.train.concurrency,
             early_stop=g.early_stop, trigger_weight=g.trigger_weight)
         self.proposers = build_proposers(ctx)

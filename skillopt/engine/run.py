@@ -138,15 +138,21 @@ async def _train_and_test(trainer: Trainer) -> None:
 def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
     """A gate that can never accept (too few validation pairs for its alpha) is worth a warning
     before any rollout: the run can still measure, but it cannot learn."""
-    from skillopt.optimizer.gate import final_bound
+    from skillopt.optimizer.gate import SignTest
 
     pairs = len(benchmark.tasks("val")) * cfg.gate.trials  # type: ignore[arg-type]
     g = cfg.gate
-    if any(final_bound(k, g.alpha, g.interim_alpha) <= k for k in range(1, pairs + 1)):
+
+    def can_accept(n: int) -> bool:
+        test = SignTest(planned=n, alpha=g.alpha, interim_alpha=g.interim_alpha, independent=g.trials == 1)
+        return any(b <= k for k, b in enumerate(test.final_bounds(n)) if k)
+
+    if can_accept(pairs):
         return None
-    need = next(k for k in range(1, 200) if final_bound(k, g.alpha, g.interim_alpha) <= k)
+    need = next(n for n in range(pairs + 1, 200) if can_accept(n))
     return (f"warning: the validation split has {pairs} paired observation(s): the gate (alpha {g.alpha}) cannot "
-            f"accept any candidate with fewer than {need}; use --val-size {need} or more (20+ recommended)")
+            f"accept any candidate with fewer than {need}; use --val-size {-(-need // g.trials)} or more "
+            "(20+ recommended)")
 
 
 def _records_for(trainer: Trainer, version: int, split: str, rollouts: list[RolloutRecord]) -> list[RolloutRecord]:

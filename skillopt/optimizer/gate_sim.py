@@ -74,7 +74,7 @@ def simulate(s: Scenario, test: SignTest | None = None, decisions: int = 1000, s
     planned = s.tasks * s.trials
     for _ in range(decisions):
         p, q = _probabilities(s, rng)
-        gate = SequentialGate(test or SignTest(planned=planned))
+        gate = SequentialGate(test or SignTest(planned=planned, independent=s.trials == 1))
         if gate.test.planned != planned:
             gate = SequentialGate(SignTest(**{**gate.test.__dict__, "planned": planned}))
         order = [(i, k) for i in range(s.tasks) for k in range(s.trials)]
