@@ -72,14 +72,32 @@ def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
 
 
 def run_facts(run: Path) -> dict:
-    """What --rescan re-reads from a finished run: the models, the gate's evidence, the test replies' length."""
+    """What --rescan re-reads from a finished run: the models, the gate's evidence, the best skill's test results."""
     summary = json.loads((run / "summary.json").read_text())
     rows = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     best_sha = summary_sha(run, summary["versions"]["best"])
-    best_test = [x["output_tokens"] for x in rows if x["split"] == "test" and x["skill_sha"] == best_sha]
+    best = [x for x in rows if x["split"] == "test" and x["skill_sha"] == best_sha]
     return {"target_model": summary.get("target_model"), "optimizer_model": summary.get("optimizer_model"),
-            "best_test_reply_tokens": round(sum(best_test) / len(best_test), 1) if best_test else None,
+            "best_test_reply_tokens": round(sum(x["output_tokens"] for x in best) / len(best), 1) if best else None,
+            "best_test_by_task": {x["task_id"]: x["hard"] for x in best if x["error_kind"] != "infra"},
             "decisions": gate_evidence(run)}
+
+
+def same_run(run: Path, row: dict) -> bool:
+    """Is this finished run the one the row measured? (Run ids repeat across work folders.)"""
+    scores = json.loads((run / "summary.json").read_text())["scores"]
+    return (scores["seed"]["test"], scores["best"]["test"]) == (row.get("seed_test"), row.get("best_test"))
+
+
+def versus_gepa(row: dict) -> dict | None:
+    """Our best skill minus GEPA's best prompt on the test tasks both scored, paired (Agresti-Min)."""
+    ours, theirs = row.get("best_test_by_task"), (row.get("gepa") or {}).get("best_test_by_task")
+    if not ours or not theirs:
+        return None
+    common = sorted(set(ours) & set(theirs))
+    a, b = [theirs[t] for t in common], [ours[t] for t in common]
+    return {**paired_difference_interval(a, b).model_dump(), "ours_only": sum(y > x for x, y in zip(a, b)),
+            "gepa_only": sum(x > y for x, y in zip(a, b))}
 
 
 def gate_evidence(run: Path) -> list[dict]:
@@ -149,7 +167,7 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
     xs, ys = [out["seed_test"][t] for t in ids], [out["best_test"][t] for t in ids]
     ci = paired_difference_interval(xs, ys)
     return {"wall_s": round(wall, 1), "budget": budget, "seed_test": sum(xs) / len(xs), "best_test": sum(ys) / len(ys),
-            "test_delta": ci.model_dump(), "n": len(ids), **{k: out[k] for k in (
+            "test_delta": ci.model_dump(), "n": len(ids), "best_test_by_task": out["best_test"], **{k: out[k] for k in (
                 "target_calls_optimizing", "reflection_calls", "candidates", "best_val", "seed_val",
                 "best_prompt_chars", "best_prompt")}}
 
@@ -176,8 +194,13 @@ def main() -> None:
     if args.rescan:
         for i, row in enumerate(results):
             run = root / "runs" / str(row.get("run_id"))
-            if (run / "summary.json").exists():
-                results[i] = {**row, **run_facts(run)}
+            if (run / "summary.json").exists() and same_run(run, row):
+                results[i] = row = {**row, **run_facts(run)}
+            gepa_out = root / f"gepa-{row['benchmark']}-{row['split_seed']}.out.json"
+            if row.get("gepa") and gepa_out.exists():  # the same GEPA run: the same best score on test
+                best = json.loads(gepa_out.read_text())["best_test"]
+                if abs(sum(best.values()) / len(best) - row["gepa"]["best_test"]) < 1e-9:
+                    results[i] = {**row, "gepa": {**row["gepa"], "best_test_by_task": best}}
         write(out_path, results, machine=old.get("machine"), date=old.get("date"))  # when the runs were measured
         return
     if args.gepa_only:
@@ -212,6 +235,9 @@ def main() -> None:
 def write(path: Path, runs: list[dict], machine: dict | None = None, date: str | None = None) -> None:
     sim_path = RESULTS / "gate_sim.json"  # perf/gate_sim.py's, wherever --out writes
     sim = json.loads(sim_path.read_text()) if sim_path.exists() else None
+    for row in runs:
+        if "gepa" in row and "error" not in row["gepa"]:
+            row["gepa"]["ours_minus_gepa"] = versus_gepa(row)
     data = {
         "runs": sorted(runs, key=lambda r: (r["benchmark"], r["split_seed"])),
         "gate_simulation": None if sim is None else {
