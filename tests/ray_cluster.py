@@ -161,6 +161,20 @@ class RayCluster:
             os.killpg(node.pid, signal.SIGKILL)
         node.wait(30)
 
+    def wait_alive(self, n: int, timeout_s: float = 60.0) -> None:
+        """Until the head counts exactly `n` live nodes (a killed node is marked dead after missed
+        health checks), so that what runs next never sees a node that is gone."""
+        code = ("import sys, time, ray\n"
+                f"ray.init(address={ADDRESS!r}, log_to_driver=False, logging_level='ERROR')\n"
+                f"deadline = time.monotonic() + {timeout_s}\n"
+                f"while sum(x['Alive'] for x in ray.nodes()) != {n}:\n"
+                "    if time.monotonic() > deadline: sys.exit(1)\n"
+                "    time.sleep(0.2)\n")
+        r = subprocess.run(self.ns.command([sys.executable, "-c", code]), env=self.env, capture_output=True, text=True,
+                           timeout=timeout_s + 60)
+        if r.returncode != 0:
+            raise RuntimeError(f"the Ray cluster did not come to {n} live node(s): {r.stderr[-2000:]}")
+
     def stop(self) -> list[int]:
         """Stop every node (worker nodes first); the processes still alive in the namespace."""
         for node in reversed(self.nodes):

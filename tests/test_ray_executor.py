@@ -56,10 +56,17 @@ class Held(Scripted):
             self.release.wait(120)
         return super().target(req)
 
-    def wait_held(self, n: int, timeout_s: float = 120) -> None:
+    def wait_held(self, n: int, proc: subprocess.Popen, timeout_s: float = 240) -> None:
+        """Until `n` rollouts wait for the model; a run that ended first, or never got there, fails the
+        test with what it printed."""
         deadline = time.monotonic() + timeout_s
         while len(self.held) < n:
-            assert time.monotonic() < deadline, f"only {len(self.held)} of {n} rollouts reached the model"
+            if proc.poll() is not None or time.monotonic() > deadline:
+                if proc.poll() is None:
+                    proc.kill()
+                out, err = proc.communicate(timeout=30)
+                pytest.fail(f"only {len(self.held)} of {n} rollouts reached the model ({self.seen} target calls); "
+                            f"the run (exit {proc.returncode}) printed:\n{err[-3000:]}\n{out[-2000:]}")
             time.sleep(0.05)
 
 
@@ -157,13 +164,14 @@ def test_a_worker_node_lost_mid_rollout_costs_nothing(place, local_run):
     script = Held(hold_after=2)  # baseline val: 2 answered, then 3 held, one on each node
     proc = place.start(place.args(place.serve(script), "lost-node", *RAY))
     try:
-        script.wait_held(3)
+        script.wait_held(3, proc)
         place.cluster.kill(doomed)
     finally:
         with script.lock:
             script.hold_after = None
         script.release.set()
     out, err = proc.communicate(timeout=300)
+    place.cluster.wait_alive(2)  # the tests after this one meet the head and one worker node
     assert proc.returncode == 0, err + out
     run = place.root / "runs" / "lost-node"
     assert "ray: 3 node(s)" in out + err
@@ -181,7 +189,7 @@ def test_a_worker_lost_for_good_is_an_errored_rollout_never_a_score(place, local
     script = Held(hold_after=2)  # baseline val: 2 answered, then 2 held, one on each node
     proc = place.start(place.args(place.serve(script), "lost-worker", *RAY, "--set", "executor.max_retries=0"))
     try:
-        script.wait_held(2)
+        script.wait_held(2, proc)
         victim = next(pid for pid in place.ns.processes() if cmdline(pid).startswith("ray::run_rollout"))
         os.kill(victim, signal.SIGKILL)
     finally:
@@ -214,7 +222,7 @@ def test_a_killed_driver_resumes_on_the_cluster(place, local_run):
     script = Held(hold_after=9)  # baseline val (8), then into the step-1 batch
     proc = place.start(place.args(place.serve(script), "driver", *RAY))
     try:
-        script.wait_held(1)
+        script.wait_held(1, proc)
         time.sleep(0.5)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
