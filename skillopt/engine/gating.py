@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from skillopt.benchmarks.base import Task
+from skillopt.config import GateConfig
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.optimizer.gate import SequentialGate, SignTest, tail
 from skillopt.optimizer.types import GateDecision, GatePair, ScreenResult, TaskComparison
@@ -100,6 +101,13 @@ class PairFeed:
         finally:
             if running:  # in flight when the test stopped: finish and store them, they are paid for
                 await asyncio.gather(*running.values(), return_exceptions=True)
+
+
+def gate_test(g: GateConfig, pairs: int) -> SignTest:
+    """The gate's test for `pairs` validation pairs; several trials of one task are not independent
+    pairs, so those gates keep the sign test at the final look."""
+    return SignTest(planned=pairs, alpha=g.alpha, interim_alpha=g.interim_alpha, min_effect=g.min_effect,
+                    futility=g.futility, independent=g.trials == 1)
 
 
 def gate_jobs(tasks: Sequence[Task], trials: int, deterministic: bool, decision: int) -> list[tuple[Task, int]]:

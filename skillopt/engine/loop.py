@@ -13,14 +13,13 @@ from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.config import RunConfig
 from skillopt.engine.candidates import Preparer, build_proposers, propose_all
 from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, VersionSaved
-from skillopt.engine.gating import GateSettings, Side, noninferiority_gate, screen, sequential_gate
+from skillopt.engine.gating import GateSettings, Side, gate_test, noninferiority_gate, screen, sequential_gate
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.errors import BudgetExceeded, RunFailed
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.consolidate import consolidate
 from skillopt.optimizer.schedule import make_schedule
-from skillopt.optimizer.gate import SignTest
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.types import Candidate, GateDecision, ScoredRollout
 from skillopt.skill import Skill
@@ -60,8 +59,7 @@ class Trainer:
         self.total_steps = max(1, batches * cfg.train.epochs)
         g = cfg.gate
         self.settings = GateSettings(
-            test=SignTest(planned=len(self.val_order) * g.trials, alpha=g.alpha, interim_alpha=g.interim_alpha,
-                          min_effect=g.min_effect, futility=g.futility, independent=g.trials == 1),
+            test=gate_test(g, len(self.val_order) * g.trials),
             metric=g.metric, trials=g.trials, deterministic=ctx.deterministic, concurrency=cfg.train.concurrency,
             early_stop=g.early_stop, trigger_weight=g.trigger_weight)
         self.proposers = build_proposers(ctx)

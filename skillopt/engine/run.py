@@ -138,14 +138,13 @@ async def _train_and_test(trainer: Trainer) -> None:
 def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
     """A gate that can never accept (too few validation pairs for its alpha) is worth a warning
     before any rollout: the run can still measure, but it cannot learn."""
-    from skillopt.optimizer.gate import SignTest
+    from skillopt.engine.gating import gate_test
 
     pairs = len(benchmark.tasks("val")) * cfg.gate.trials  # type: ignore[arg-type]
     g = cfg.gate
 
     def can_accept(n: int) -> bool:
-        test = SignTest(planned=n, alpha=g.alpha, interim_alpha=g.interim_alpha, independent=g.trials == 1)
-        return any(b <= k for k, b in enumerate(test.final_bounds(n)) if k)
+        return any(b <= k for k, b in enumerate(gate_test(g, n).final_bounds(n)) if k)
 
     if can_accept(pairs):
         return None
