@@ -47,7 +47,7 @@ class TrainConfig(_Frozen):
     include_successes: Annotated[int, Field(ge=0)] = 2  # successes shown per reflection minibatch
     consolidate: bool = True
     summary_tokens: Count = 400  # budget of each trace summary shown to the optimizer
-    max_reflections_per_step: Count = 3  # reflections per step, each one candidate
+    max_reflections_per_step: Annotated[int, Field(ge=0)] = 3  # reflections per step, each one candidate (0: none)
     demonstrations: bool = True  # propose a worked example from a solved train task
     merge: bool = True  # propose a merge of two complementary pool members
     ablations_per_step: Annotated[int, Field(ge=0)] = 1  # single-edit candidates out of rejected bundles

@@ -176,3 +176,18 @@ def test_a_worked_example_that_copies_another_tasks_text_is_dropped(tmp_path):
     demo = next(c for c in cands if c["origin"] == "demonstration")
     assert demo["status"] == "leaked" and demo["version"] is None
     assert "copies 'the secret code of item" in demo["leakage"][0]
+
+
+def test_each_candidate_kind_can_be_turned_off_for_the_ablation(tmp_path):
+    """The suite's ablation arms: no reflection (`max_reflections_per_step=0`), no rules
+    (`rules_per_step=0`), no worked example: the optimizer is never asked what is off."""
+    data = write_jsonl(tmp_path / "codes.jsonl", coded(16))
+    script = Teaching()
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "abl", "--set", "train.consolidate=false",
+                             "--set", "train.max_reflections_per_step=0", "--set", "train.rules_per_step=0",
+                             "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert not script.reflect and not script.teacher
+    cands = json.loads((tmp_path / "runs" / "abl" / "steps" / "0001" / "candidates.json").read_text())
+    assert cands == []

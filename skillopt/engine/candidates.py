@@ -30,10 +30,12 @@ EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-infe
 def build_proposers(ctx: Context) -> list[Proposer]:
     cfg, m = ctx.cfg.train, ctx.cfg.models
     tpl = template(cfg.template)
-    out: list[Proposer] = [ReflectionProposer(
-        ctx.models, ctx.optimizer, count=cfg.max_reflections_per_step, minibatch_size=cfg.minibatch_size,
-        successes=cfg.include_successes, max_tokens=m.optimizer_max_tokens,
-        temperature=m.optimizer_temperature, template=tpl)]
+    out: list[Proposer] = []
+    if cfg.max_reflections_per_step > 0:
+        out.append(ReflectionProposer(
+            ctx.models, ctx.optimizer, count=cfg.max_reflections_per_step, minibatch_size=cfg.minibatch_size,
+            successes=cfg.include_successes, max_tokens=m.optimizer_max_tokens,
+            temperature=m.optimizer_temperature, template=tpl))
     if cfg.rules_per_step > 0:
         out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
                                 temperature=m.optimizer_temperature))
