@@ -18,7 +18,7 @@ Protocol (issue 25): develop on split seeds 0-4; report on 100-102, once, after 
 frozen: `--report` refuses seeds under 100 and records the commit, which must be clean.
 
 Usage: python perf/suite.py [--families gsm8k,jeopardy,...] [--seeds 0] [--arms ours,template-off,...]
-                            [--gepa] [--report] [--out perf/results/suite.json] [--work DIR]
+                            [--gepa] [--accumulate] [--report] [--out perf/results/suite.json] [--work DIR]
 """
 
 from __future__ import annotations
@@ -122,8 +122,32 @@ def _as_edit(text: str):
     return Edit(op="add", anchor=None, text=text)
 
 
-def measure(family: str, seed: int, arm: str, root: Path, gepa: bool) -> dict:
+def versions_on_test(run: Path, root: Path) -> list[dict]:
+    """Each accepted version of a finished run scored on the sealed test split after the run, with
+    the run's own settings (`skillopt eval --skill RUN:vN`): how the skill accumulated. These
+    scores are never used to select anything."""
+    import skillopt
+
+    out = []
+    for line in (run / "skills" / "index.jsonl").read_text().splitlines():
+        v = json.loads(line)
+        if v.get("status") not in ("accepted", "seed"):
+            continue
+        ref = f"{run.name}:v{v['version']}"
+        try:
+            result = skillopt.evaluate(ref, split="test", runs_dir=str(run.parent))
+        except Exception as e:  # noqa: BLE001 - recorded in the row, the suite goes on
+            out.append({"version": v["version"], "origin": v.get("origin"), "error": str(e)[-300:]})
+            continue
+        out.append({"version": v["version"], "origin": v.get("origin"), "test_hard": result.score.hard,
+                    "n": result.score.n})
+    return out
+
+
+def measure(family: str, seed: int, arm: str, root: Path, gepa: bool, accumulate: bool = False) -> dict:
     extra = [x for s in ARMS[arm] for x in ("--set", s)]
+    if accumulate:
+        extra += ["--epochs", "3", "--set", "train.consolidate=true"]
     work = root / arm
     work.mkdir(parents=True, exist_ok=True)
     row = run_ours(family, seed, work, extra)
@@ -136,6 +160,9 @@ def measure(family: str, seed: int, arm: str, root: Path, gepa: bool) -> dict:
     row["accepted_edits"] = accepted_edits(run)
     row["best_skill_tokens"] = Skill.parse(row["best_skill"]).tokens()
     row["copied_eval_text"] = copied_eval_text(run, family, seed)
+    if accumulate:
+        row["epochs"] = 3
+        row["versions_on_test"] = versions_on_test(run, work)
     if gepa:
         row["gepa"] = run_gepa(family, seed, row["target_calls_before_test"], work)
         if "error" not in row["gepa"]:
@@ -149,6 +176,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--arms", default="ours")
     ap.add_argument("--gepa", action="store_true", help="GEPA 0.1.4 beside the 'ours' arm, same target-call budget")
+    ap.add_argument("--accumulate", action="store_true",
+                    help="3 epochs with consolidation; every accepted version scored on test after the run")
     ap.add_argument("--report", action="store_true", help="report seeds (100 and up) on a clean, recorded commit")
     ap.add_argument("--out", default=str(RESULTS / "suite.json"))
     ap.add_argument("--work", default=None)
@@ -169,15 +198,17 @@ def main() -> None:
     for family in families:
         for seed in seeds:
             for arm in arms:
-                row = measure(family, seed, arm, root, args.gepa and arm == "ours")
+                row = measure(family, seed, arm, root, args.gepa and arm == "ours", args.accumulate)
                 row.update(commit=head, clean=clean, protocol="report" if args.report else "development",
                            load_avg_at_end=os.getloadavg())
                 d = row.get("test_delta") or {}
                 print(f"{family} seed {seed} {arm}: {row.get('seed_test')} -> {row.get('best_test')} "
                       f"delta {d.get('mean')} [{d.get('lo')}, {d.get('hi')}] accepted "
                       f"{[e['origin'] for e in row.get('accepted_edits', [])]} in {row.get('wall_s')} s", flush=True)
-                key = (family, seed, arm)
-                doc["runs"] = [r for r in doc["runs"] if (r["family"], r["split_seed"], r["arm"]) != key] + [row]
+                row["accumulate"] = args.accumulate
+                key = (family, seed, arm, args.accumulate)
+                doc["runs"] = [r for r in doc["runs"] if (r["family"], r["split_seed"], r["arm"],
+                                                          r.get("accumulate", False)) != key] + [row]
                 write(out, doc)
     print(f"wrote {out}")
 
