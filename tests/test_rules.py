@@ -191,3 +191,24 @@ def test_each_candidate_kind_can_be_turned_off_for_the_ablation(tmp_path):
     assert not script.reflect and not script.teacher
     cands = json.loads((tmp_path / "runs" / "abl" / "steps" / "0001" / "candidates.json").read_text())
     assert cands == []
+
+
+def test_the_facts_shown_to_the_optimizer_count_how_answers_differ():
+    from skillopt.optimizer.rules import answer_facts
+
+    rs = [_scored("a", "Answer: Cell membrane", "membrane"), _scored("b", "Answer: Association football", "football"),
+          _scored("c", "Answer: Persia", "an elephant"), _scored("d", "Answer: twelve", "12"),
+          _scored("e", "no idea", "Mexico")]
+    facts = answer_facts(rs)
+    assert facts[0].startswith("2 of 5: the expected answer is inside the agent's answer, which adds words "
+                               "(e.g. agent 'Cell membrane', expected 'membrane'")
+    assert any(f.startswith("1 of 5: a number was expected and the agent wrote words") for f in facts)
+    assert any(f.startswith("2 of 5: a different answer altogether") for f in facts)
+    assert facts[-1] == "on average the agent's final answers have 1.6 words, the expected ones 1.0"
+
+
+def test_a_rule_that_parrots_the_instructions_is_refused():
+    from skillopt.optimizer.rules import restates_instructions
+
+    assert restates_instructions("Always check what form or how many words the answer takes.")
+    assert not restates_instructions("Give the common name of the thing, in one or two words, never its full title.")

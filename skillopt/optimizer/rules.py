@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from skillopt.benchmarks.scorers import extract_answer, normalize_text, parse_number
 from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
@@ -41,6 +42,78 @@ SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
 KINDS = ("answer-present", "no-answer", "wrong")
+
+
+def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """What the scorer's feedback shows, counted over the failures by code (not by the optimizer):
+    how the agent's final answers differ from the expected ones. A small optimizer model writes a
+    concrete rule from counted facts far more often than from the raw replies alone."""
+    pairs = [(normalize_text(extract_answer(r.output)), normalize_text(r.reference), r) for r in failures]
+    n = len(pairs)
+    if not n:
+        return []
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for got, exp, r in pairs:
+        g, e = got.split(), exp.split()
+        if not g:
+            kind = "no answer was found in the reply"
+        elif _numeric(exp) and not _numeric(got):
+            kind = "a number was expected and the agent wrote words"
+        elif _numeric(got) and not _numeric(exp):
+            kind = "words were expected and the agent wrote a number"
+        elif _numeric(got) and _numeric(exp):
+            kind = "both are numbers, but different ones"
+        elif e and _contains(g, e):
+            kind = "the expected answer is inside the agent's answer, which adds words"
+        elif g and _contains(e, g):
+            kind = "the agent's answer is part of the expected one, which has more words"
+        elif set(g) & set(e):
+            kind = "the answers share some words but differ"
+        else:
+            kind = "a different answer altogether (no word in common)"
+        kinds.setdefault(kind, []).append((extract_answer(r.output)[:60], r.reference[:60]))
+    out = []
+    for kind, examples in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        shown = "; ".join(f"agent '{a}', expected '{b}'" for a, b in examples[:2])
+        out.append(f"{len(examples)} of {n}: {kind} (e.g. {shown})")
+    words_got = sum(len(g.split()) for g, _, _ in pairs) / n
+    words_exp = sum(len(e.split()) for _, e, _ in pairs) / n
+    out.append(f"on average the agent's final answers have {words_got:.1f} words, the expected ones {words_exp:.1f}")
+    return out
+
+
+def _numeric(text: str) -> bool:
+    return bool(text) and parse_number(text.replace(" ", "")) is not None
+
+
+def _contains(words: list[str], part: list[str]) -> bool:
+    k = len(part)
+    return len(words) > k and any(words[i:i + k] == part for i in range(len(words) - k + 1))
+
+
+def restates_instructions(rule: str, n: int = 5) -> bool:
+    """The rule repeats a run of `n` words of the prompt's own instructions (a small model parrots
+    its instructions instead of writing a rule)."""
+    grams = _grams(rule, n)
+    return bool(grams & _instruction_grams(n))
+
+
+def _grams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+_INSTRUCTION_GRAMS: dict[int, set[tuple[str, ...]]] = {}
+
+
+def _instruction_grams(n: int) -> set[tuple[str, ...]]:
+    if n not in _INSTRUCTION_GRAMS:
+        text = render("rules.md.j2", skill_text="", kind="answer-present", failures=[], passes=[], tail=_tail,
+                      rules=[], rejected=[], facts=[])
+        text += " " + render("rules.md.j2", skill_text="", kind="no-answer", failures=[], passes=[], tail=_tail,
+                             rules=[], rejected=[], facts=[])
+        _INSTRUCTION_GRAMS[n] = _grams(text, n)
+    return _INSTRUCTION_GRAMS[n]
 
 
 class RuleReply(BaseModel):
@@ -158,7 +231,8 @@ class RuleProposer:
         ids = [r.task_id for r in shown]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=_tail, rules=rules_in(state.skill),
-                        rejected=[e.text for e in state.rejected if e.text.strip()][-8:])
+                        rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
+                        facts=answer_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):
@@ -173,6 +247,9 @@ class RuleProposer:
         rule = " ".join(reply.rule.split()).lstrip("-* ")
         if len(rule) < 10:
             return Reflection(minibatch=ids, analysis=reply.pattern, error="the reply held no rule"), None
+        if restates_instructions(rule):
+            return Reflection(minibatch=ids, analysis=reply.pattern,
+                              error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
         why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
         edit = rule_edit(state.skill, rule, why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
