@@ -103,7 +103,7 @@ def _reverts(calls: list[Call]) -> list[str]:
 
 
 def _first_line(text: str) -> str:
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    lines = [ln for ln in (text or "").splitlines() if ln.strip() and not ln.startswith("Exit code")]
     return lines[0][:200] if lines else "(no output)"
 
 
