@@ -139,7 +139,12 @@ def test_dry_run_writes_nothing_and_filters_say_why_they_dropped(home):
     assert run_harvest(HarvestOptions("codex", home / ".codex", dry_run=True, project="proj")).report.kept == 3
 
 
+MORE_TESTS = ("import unittest\nfrom calc import add\n\n\nclass M(unittest.TestCase):\n"
+              "    def test_more(self):\n        self.assertEqual(add(1, 1), 2)\n")
+
+
 async def test_the_harvested_set_is_a_benchmark_scored_by_each_task_check(home, tmp_path, monkeypatch):
+    (home / "proj" / "test_more.py").write_text(MORE_TESTS)  # a test the session wrote, still in the repository
     assert harvest(home, "claude-code").returncode == 0
     monkeypatch.setenv("HOME", str(home))  # `~` in the harvested paths is this home
     bench = get_benchmark(f"harvest:{home.parent / 'out'}", SplitSizes(train=1, val=1, test=None))
@@ -148,16 +153,18 @@ async def test_the_harvested_set_is_a_benchmark_scored_by_each_task_check(home, 
     assert sum(len(bench.tasks(s)) for s in ("train", "val", "test")) == 3
     test_task = tasks["test_command:high"]
     assert test_task.kind == "code" and "***" in test_task.prompt and "SENTINEL" not in test_task.prompt
-    for fix, want in ((False, 0), (True, 1)):
-        ws = tmp_path / f"ws-{fix}"
+    assert test_task.hidden["check"]["test_files"] == {"test_more.py": MORE_TESTS}
+    for fix, want in (("a - b", 0), ("a + b", 1), ("5 if a == 2 else a - b", 0)):
+        ws = tmp_path / f"ws-{want}-{len(fix)}"
         ws.mkdir()
         bench.prepare(test_task, ws)
         assert (ws / "calc.py").read_text() == CALC and not (ws / ".git").exists()
-        if fix:
-            (ws / "calc.py").write_text(CALC.replace("a - b", "a + b"))
+        assert not (ws / "test_more.py").exists()  # not at the start commit: the check brings it
+        (ws / "calc.py").write_text(CALC.replace("a - b", fix))
+        (ws / "test_more.py").write_text("")  # an agent's own version is replaced by the session's
         score = await bench.score(test_task, RolloutOutput(text="done"), ws)
         assert score.hard == want, score.feedback
-    assert "passed" in score.feedback
+        assert (ws / "test_more.py").read_text() == MORE_TESTS
     ws = tmp_path / "ws-notes"
     ws.mkdir()
     bench.prepare(tasks["file_state:low"], ws)

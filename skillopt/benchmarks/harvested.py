@@ -6,8 +6,9 @@ A task is the session's request in a workspace rebuilt from its start state (the
 commit the session started from, copied from the session's repository on this machine), scored
 by its check:
 
-- `test_command`: the command runs in the workspace after the agent (`bash -c`, a timeout,
-  resource limits, own process group, the run's sandbox); exit code 0 passes;
+- `test_command`: the test files the session changed are put in place, then the command runs in
+  the workspace after the agent (`bash -c`, a timeout, resource limits, own process group, the
+  run's sandbox); exit code 0 passes;
 - `file_state`: the fraction of the expected lines found in the expected files (all: pass);
 - `rubric`: `skillopt.judge` grades the answer against the task's rubric, with the answer the
   user accepted as the reference; only with option `judge_model` (else those tasks are left out).
@@ -110,6 +111,7 @@ class HarvestBenchmark(SplitTasks):
             return Score(hard=0, soft=0, feedback=f"the workspace could not be rebuilt, nothing was graded: {err}")
         check = task.hidden["check"]
         if check["kind"] == "test_command":
+            place_test_files(check.get("test_files") or {}, Path(ws))
             return await asyncio.to_thread(self.run_test, check["command"], Path(ws))
         if check["kind"] == "file_state":
             return file_state_score(check["files"], Path(ws))
@@ -141,6 +143,20 @@ class HarvestBenchmark(SplitTasks):
         if run.returncode == 0:
             return Score(hard=1, soft=1, feedback=f"`{command}` passed")
         return Score(hard=0, soft=0, feedback=f"`{command}` failed (exit code {run.returncode}):\n{tail}")
+
+
+def place_test_files(files: dict[str, str | None], ws: Path) -> None:
+    """The session's test files over whatever the agent left there (None: the session deleted it)."""
+    root = ws.resolve()
+    for rel, text in files.items():
+        path = (ws / rel).resolve()
+        if root not in path.parents:  # a path out of the workspace: never written
+            continue
+        if path.is_symlink() or (text is None and path.exists()):
+            path.unlink()
+        if text is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
 
 
 def file_state_score(files: dict[str, list[str]], ws: Path) -> Score:

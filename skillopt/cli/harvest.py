@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import date
 from pathlib import Path
 
@@ -59,7 +58,7 @@ def harvest(
         raise BadInput(f"unknown --from {source!r}: choose one of {', '.join(SOURCES)}")
     if output is None and not dry_run:
         raise BadInput("give -o OUT (a folder for tasks.jsonl and harvest.json), or --dry-run")
-    env = {**load_env(), **os.environ}
+    env = load_env()  # also registers every key-like value it holds for redaction
     home = Path(env.get("HOME") or Path.home())
     opts = HarvestOptions(source, path or default_path(source, env, home), output, dry_run, project,
                           _day(since, "--since"), _day(until, "--until"), used_skill, unused_skill, str(home))
@@ -95,7 +94,7 @@ def adopt(
 
     r = resolve_skill_ref(ref, Globals.runs_dir)
     explicit = ":" in ref or r.run is None
-    where = Path(os.environ.get("HOME") or Path.home()) if user else project
+    where = Path(load_env().get("HOME") or Path.home()) if user else project
     done = run_adopt(r, where, harness, allow_seed=explicit)
     for w in done.warnings:
         out.print(f"warning: {w}", markup=False)

@@ -32,6 +32,9 @@ CORRECTION = re.compile(
     r"^\s*(no\b|nope|wrong|that'?s (not|wrong)|that is (not|wrong)|not (what|right|quite)|don'?t|do not|stop|undo|revert"
     r"|actually|wait|instead|why did you|you (broke|didn'?t|did not|forgot)|it (still )?(fails|doesn'?t work|is broken)"
     r"|still (fails|failing|broken))", re.I)
+TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[jt]sx?$"
+                       r"|_spec\.rb$|Tests?\.(java|kt|cs|swift)$")
+MAX_TEST_BYTES = 300_000  # test files carried in one check
 NOT_RUN = (126, 127)  # the shell could not run the command: no verdict on the code
 MAX_EXPECT = 20  # lines per file in a file-state check
 
@@ -57,6 +60,8 @@ def mine(s: Session) -> HarvestedTask | None:
     start = start_state(s)
     answer = next((m.text for m in reversed(s.messages) if m.role == "assistant"), "")
     check = _test_check(tests) or _file_check(s, signals) or _rubric_check(request, answer, signals)
+    if check.kind == "test_command" and start.recovered and start.cwd and start.commit:
+        check = with_test_files(check, Path(start.cwd), start.commit)
     needs_ws = check.kind in ("test_command", "file_state")
     scored = needs_ws and start.recovered  # a rubric is scored only when the benchmark has a judge model
     return HarvestedTask(
@@ -121,6 +126,30 @@ def _test_check(tests: list[Call]) -> Check | None:
     else:
         conf, why = "medium", "seen failing only: the session never made it pass"
     return Check(kind="test_command", command=command, confidence=conf, why=why)
+
+
+def with_test_files(check: Check, repo: Path, commit: str) -> Check:
+    """The check with the test files its repository now holds changed since the start commit (the
+    tests the session wrote, when they are still there): without them a test command may pass on
+    the start state with no change at all."""
+    try:
+        changed = git(repo, "diff", "--name-only", commit, "--", check=False).stdout.split("\n")
+        changed += git(repo, "ls-files", "--others", "--exclude-standard", check=False).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return check
+    files: dict[str, str | None] = {}
+    size = 0
+    for rel in sorted({c.strip() for c in changed if c.strip() and TEST_FILE.search(c.strip())}):
+        path = repo / rel
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        size += len(text or "")
+        if size > MAX_TEST_BYTES:
+            break
+        files[rel] = text
+    if not files:
+        return check
+    why = f"{check.why}; with the {len(files)} test file(s) the session changed, as the repository holds them now"
+    return check.model_copy(update={"test_files": files, "why": why})
 
 
 def _file_check(s: Session, signals: list[Signal]) -> Check | None:

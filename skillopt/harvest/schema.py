@@ -28,7 +28,9 @@ class StartState(BaseModel):
 class Check(BaseModel):
     """How a harvested task is scored, and how sure that check is.
 
-    - `test_command`: run `command` in the workspace after the agent; exit code 0 passes;
+    - `test_command`: run `command` in the workspace after the agent; exit code 0 passes. Test
+      files the session changed are in `test_files` (as its repository holds them now; None: deleted)
+      and are put in place before the command runs, as SWE-bench applies its test patch;
     - `file_state`: each of `files` exists and holds its `expect` lines;
     - `rubric`: `skillopt.judge` grades the answer against `rubric` (needs a judge model);
     - `none`: nothing to score; the task is kept for reading.
@@ -38,6 +40,7 @@ class Check(BaseModel):
 
     kind: CheckKind = "none"
     command: str | None = None
+    test_files: dict[str, str | None] = Field(default_factory=dict)
     files: dict[str, list[str]] = Field(default_factory=dict)
     rubric: str | None = None
     confidence: Confidence = "none"

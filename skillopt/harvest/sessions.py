@@ -95,10 +95,6 @@ class Session:
     version: str = ""
 
     @property
-    def project(self) -> str:
-        return self.cwd or self.path.parent.name
-
-    @property
     def started_at(self) -> datetime | None:
         try:
             return datetime.fromisoformat(self.started.replace("Z", "+00:00")) if self.started else None
