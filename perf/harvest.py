@@ -9,8 +9,9 @@ user then says it is wrong). Sentinels are planted: an e-mail address, a token a
 the home folder in each request, a password in a failing command's output, and a key-like
 environment variable's value in the request (the CLI registers it for redaction).
 
-Reports the share of sessions with a test run that yield a scored task (goal: >= 70%) and the
-sentinel bytes left in what harvest wrote (goal: 0).
+Reports the share of sessions with a test run that yield a scored task (goal: >= 70%), the
+sentinel bytes left in what harvest wrote (goal: 0), and how many scored tasks' checks fail on
+the untouched start state (by confidence): a check that passes there cannot tell a fix from none.
 
 Usage: python perf/harvest.py [--tasks 6] [--out perf/results/harvest.json]
 """
@@ -18,7 +19,9 @@ Usage: python perf/harvest.py [--tasks 6] [--out perf/results/harvest.json]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -29,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from perf.common import machine  # noqa: E402
-from skillopt.benchmarks import get_benchmark  # noqa: E402
+from skillopt.benchmarks import SplitSizes, get_benchmark  # noqa: E402
+from skillopt.benchmarks.base import RolloutOutput  # noqa: E402
 from skillopt.benchmarks.swe_grading import instance_of, patch_files  # noqa: E402
 from tests.harvest_agents import run_session, shell  # noqa: E402
 from tests.helpers import cli_env, run_cli  # noqa: E402
@@ -84,6 +88,25 @@ def sentinel_bytes(data: bytes, home: Path) -> dict[str, int]:
     return found
 
 
+async def start_state_scores(out: Path, home: Path, root: Path) -> dict[str, str]:
+    """Each scored task's check on its start state, untouched (the `harvest:OUT` benchmark, as a
+    run would score an agent that changed nothing): a check that fails there tells a fix from no fix."""
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)  # `~` in the harvested paths
+    try:
+        bench = get_benchmark(f"harvest:{out}", SplitSizes(train=0, val=0, test=None))
+        by_conf: dict[str, list[int]] = {}
+        for task in bench.tasks("all"):
+            ws = root / task.id
+            ws.mkdir(parents=True)
+            bench.prepare(task, ws)
+            score = await bench.score(task, RolloutOutput(), ws)
+            by_conf.setdefault(task.metadata["confidence"], []).append(int(score.hard == 0))
+    finally:
+        os.environ["HOME"] = saved or ""
+    return {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_conf.items())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=6, help="swe-local tasks per binary (half fail)")
@@ -106,12 +129,14 @@ def main() -> None:
             r = run_cli(["harvest", "--from", harness, "-o", str(out)], cwd=root, env=env)
             if r.returncode != 0:
                 raise SystemExit(f"harvest failed: {r.stderr}")
+            harvest_s = time.perf_counter() - t0
             report = json.loads((out / "harvest.json").read_text())
             rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
             written = b"".join(p.read_bytes() for p in out.iterdir())
             transcripts = b"".join(p.read_bytes() for p in (home / (".claude" if harness == "claude-code" else ".codex"))
                                    .rglob("*.jsonl"))
             left = sentinel_bytes(written, home)
+            at_start = asyncio.run(start_state_scores(out, home, root / f"ws-{harness}"))
             result["binaries"][harness] = {
                 "sessions": report["files_read"], "kept": report["kept"], "scored": report["scored"],
                 "with_test_run": report["with_test_run"], "with_test_run_scored": report["with_test_run_scored"],
@@ -119,9 +144,10 @@ def main() -> None:
                 "outcomes": {k: sum(1 for t in rows if t["outcome"] == k) for k in ("success", "failure", "unknown")},
                 "confidence": {k: sum(1 for t in rows if t["check"]["confidence"] == k) for k in ("high", "medium", "low")},
                 "signals": sorted({s["kind"] for t in rows for s in t["signals"]}),
+                "check_fails_at_start": at_start,
                 "sentinel_bytes_in_transcripts": sum(sentinel_bytes(transcripts, home).values()),
                 "sentinel_bytes_written": sum(left.values()), "sentinel_bytes_written_by_kind": left,
-                "sessions_wall_s": round(made_s, 1), "harvest_wall_s": round(time.perf_counter() - t0, 2),
+                "sessions_wall_s": round(made_s, 1), "harvest_wall_s": round(harvest_s, 2),
             }
             print(harness, json.dumps(result["binaries"][harness]), flush=True)
         b = result["binaries"].values()
