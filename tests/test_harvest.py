@@ -238,3 +238,25 @@ def test_eval_on_the_harvested_set_runs_claude_code_in_the_rebuilt_workspaces(ho
                      "--target_model", f"anthropic:fake@{srv.base_url}"], cwd=tmp_path, env=cli_env(home))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "hard 1.000, soft 1.000 (n=3" in r.stdout
+
+
+def test_codex_rollouts_of_older_releases_without_the_envelope_are_read(tmp_path):
+    """Before Codex wrapped its records in `{type, payload}` (2025), a rollout held bare items;
+    this one is written by hand in that shape (no binary here writes it any more)."""
+    from skillopt.harvest.mine import mine
+    from skillopt.harvest.sessions import read_codex
+
+    rows = [{"id": "abc123", "timestamp": "2025-05-01T10:00:00Z", "git": {"commit_hash": "deadbeef"}},
+            {"record_type": "state"},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the parser"}]},
+            {"type": "function_call", "name": "shell", "call_id": "c1",
+             "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"]})},
+            {"type": "function_call_output", "call_id": "c1",
+             "output": json.dumps({"output": "1 failed", "metadata": {"exit_code": 1}})},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Still failing."}]}]
+    path = tmp_path / "rollout-2025-05-01T10-00-00-abc123.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = mine(read_codex(path))
+    assert (task.request, task.check.command, task.outcome) == ("Fix the parser", "pytest -q", "failure")
+    assert task.session.started == "2025-05-01T10:00:00Z" and task.start.commit == "deadbeef"
+    assert not task.scored and task.start.how == "not recovered: not a git repository"

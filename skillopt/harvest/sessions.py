@@ -4,10 +4,12 @@
   JSON record a line: `user` / `assistant` messages (Anthropic content blocks: `text`, `tool_use`,
   `tool_result`), `attachment`s (the `session_context` one holds the git status at the start,
   with the recent commits), and bookkeeping records (`queue-operation`, `api-request`, ...)
-  that are skipped. Sidechain (subagent) records are skipped too.
+  that are skipped. Sidechain (subagent) records, meta messages and the summaries of compacted
+  conversations are skipped too.
 - Codex: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl` (default `~/.codex`): `session_meta`
   (id, cwd, git commit), `response_item`s (`message`, `function_call`, `function_call_output`,
   `custom_tool_call` for apply_patch) and `event_msg`s (command exit codes, `turn_aborted`).
+  Older releases wrote the same items without the `{type, payload}` envelope; both are read.
 
 Unknown record types are ignored, so a new field or record in a later release does not break
 reading; a file with no user request reads as a session with no request (the miner drops it).
@@ -174,7 +176,7 @@ def read_claude(path: Path) -> Session:
                     calls[call.id] = call
                     s.steps.append(call)
                     s.note_skill(call)
-        elif kind == "user" and not rec.get("isMeta"):
+        elif kind == "user" and not rec.get("isMeta") and not rec.get("isCompactSummary"):
             _claude_user(s, rec, calls)
     return s
 
@@ -225,6 +227,8 @@ def read_codex(path: Path) -> Session:
     calls: dict[str, Call] = {}
     for rec in _records(path):
         kind, p = rec.get("type"), rec.get("payload") or {}
+        if "payload" not in rec:  # releases before the `{type, payload}` envelope wrote bare records
+            kind, p = ("session_meta", rec) if kind is None and "id" in rec else ("response_item", rec)
         if not isinstance(p, dict):
             continue
         t = str(rec.get("timestamp") or "")
