@@ -16,7 +16,7 @@ from skillopt.benchmarks.base import RolloutOutput
 from skillopt.harvest import HarvestOptions
 from skillopt.harvest import harvest as run_harvest
 from skillopt.store.redact import scrub
-from tests.harvest_agents import CALC, TEST_CMD, claude_edit, repo, run_session, shell
+from tests.harvest_agents import CALC, TEST, TEST_CMD, claude_edit, repo, run_session, shell
 from tests.fakes.agent_scripts import run_command
 from tests.fakes.server import FakeModelServer
 from tests.helpers import REPO, cli_env, run_cli
@@ -260,3 +260,20 @@ def test_codex_rollouts_of_older_releases_without_the_envelope_are_read(tmp_path
     assert (task.request, task.check.command, task.outcome) == ("Fix the parser", "pytest -q", "failure")
     assert task.session.started == "2025-05-01T10:00:00Z" and task.start.commit == "deadbeef"
     assert not task.scored and task.start.how == "not recovered: not a git repository"
+
+
+def test_verify_runs_each_test_check_on_its_start_state(home):
+    (home / "proj" / "test_more.py").write_text(MORE_TESTS)  # fails on the start state: add is broken there
+    r = harvest(home, "claude-code", "--verify")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in (home.parent / "out" / "tasks.jsonl").read_text().splitlines()]
+    tests = [row["check"] for row in rows if row["check"]["kind"] == "test_command"]
+    assert sorted(c["confidence"] for c in tests) == ["high", "medium"]
+    assert all(c["why"].endswith("verified: it fails on the start state") for c in tests)
+    # the session's tests, as the repository holds them now, pass with the start state's code
+    (home / "proj" / "test_more.py").unlink()
+    (home / "proj" / "test_calc.py").write_text(TEST.replace("add(2, 3), 5", "add(3, 3), 0"))
+    result = run_harvest(HarvestOptions("claude-code", home / ".claude", dry_run=True, home=str(home), verify=True))
+    tests = [t.check for t in result.tasks if t.check.kind == "test_command"]
+    assert [c.confidence for c in tests] == ["low", "low"]
+    assert all(c.why.endswith("verified: it passes on the start state unchanged") for c in tests)

@@ -51,6 +51,8 @@ def harvest(
     until: str = typer.Option(None, "--until", help="Only sessions started on or before this day (YYYY-MM-DD)."),
     used_skill: str = typer.Option(None, "--used-skill", help="Only sessions that used this skill."),
     unused_skill: str = typer.Option(None, "--unused-skill", help="Only sessions that did not use this skill."),
+    verify: bool = typer.Option(False, "--verify", help="Run each test-command check on its start state (your "
+                                "own tests, on this machine): one that passes unchanged drops to low confidence."),
 ) -> None:
     from skillopt.harvest import HarvestOptions, harvest as run_harvest
 
@@ -61,7 +63,8 @@ def harvest(
     env = load_env()  # also registers every key-like value it holds for redaction
     home = Path(env.get("HOME") or Path.home())
     opts = HarvestOptions(source, path or default_path(source, env, home), output, dry_run, project,
-                          _day(since, "--since"), _day(until, "--until"), used_skill, unused_skill, str(home))
+                          _day(since, "--since"), _day(until, "--until"), used_skill, unused_skill, str(home),
+                          verify)
     result = run_harvest(opts)
     r = result.report
     if dry_run:

@@ -34,6 +34,8 @@ class HarvestOptions:
     used_skill: str | None = None  # keep sessions that used this skill
     unused_skill: str | None = None  # keep sessions that did not use this skill
     home: str | None = None  # the user's home folder, written as `~`
+    verify: bool = False  # run each test-command check on its start state (see `verify_check`)
+    verify_timeout_s: float = 300.0
 
     def filters(self) -> dict[str, str]:
         names = ("project", "since", "until", "used_skill", "unused_skill")
@@ -67,6 +69,8 @@ def harvest(opts: HarvestOptions) -> HarvestResult:
             report.dropped.append(Dropped(file=_shown(f, opts.home), why=f"a second file of session {task.id}"))
             continue
         seen.add(task.id)
+        if opts.verify and task.scored and task.check.kind == "test_command":
+            task = verify_check(task, opts.verify_timeout_s)
         task = HarvestedTask.model_validate(scrub_data(task, opts.home))
         tasks.append(task)
         if ran_tests(session):
@@ -104,6 +108,33 @@ def _one(f: Path, opts: HarvestOptions) -> tuple[str | None, HarvestedTask | Non
         return f"filtered out: used skill {opts.unused_skill!r}", None, s
     task = mine(s)
     return (None if task else "no user request"), task, s
+
+
+def verify_check(task: HarvestedTask, timeout_s: float) -> HarvestedTask:
+    """Run a test-command check on the untouched start state (rebuilt as the `harvest` benchmark
+    does, the session's test files in place): one that passes there cannot tell a fix from none,
+    and drops to low confidence; one that fails keeps its confidence, now verified."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    from skillopt.benchmarks.base import RolloutOutput, SplitSizes
+    from skillopt.benchmarks.harvested import HarvestBenchmark
+
+    bench = HarvestBenchmark([task], SplitSizes(train=0, val=0, test=None), test_timeout_s=timeout_s)
+    ws = Path(tempfile.mkdtemp(prefix="skillopt-verify-"))
+    try:
+        t = bench.tasks("all")[0]
+        bench.prepare(t, ws)
+        score = asyncio.run(bench.score(t, RolloutOutput(), ws))
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    if score.hard:
+        check = task.check.model_copy(update={"confidence": "low",
+                                              "why": task.check.why + "; verified: it passes on the start state unchanged"})
+    else:
+        check = task.check.model_copy(update={"why": task.check.why + "; verified: it fails on the start state"})
+    return task.model_copy(update={"check": check})
 
 
 def _unscored(t: HarvestedTask) -> str:
