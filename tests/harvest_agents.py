@@ -95,7 +95,8 @@ async def _session(harness: str, ws: Path, prompt: str, steps: Sequence[Step], a
     h = make_harness(harness, HarnessContext(models=Models(env=ProviderEnv()), options={"mode": "cli"}))
     write_skill(ws, SKILL, h.skill_dir)
     with FakeModelServer(scripted(steps, ws, answer)) as srv:
-        spec = f"anthropic:fake-model@{srv.base_url}" if harness == "claude-code" else f"vllm:fake-model@{srv.openai_url}"
+        spec = f"anthropic:fake-model@{srv.base_url}" if harness == "claude-code" else \
+            f"vllm:fake-model@{srv.openai_url}"
         target = parse_model_spec(spec)
         r = await h.run(Task(id="s", kind="code", prompt=prompt), SKILL, ws, target, Limits(timeout_s=timeout_s))
         if r.error:

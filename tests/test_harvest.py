@@ -13,12 +13,15 @@ import pytest
 
 from skillopt.benchmarks import SplitSizes, get_benchmark
 from skillopt.benchmarks.base import RolloutOutput
+from skillopt.errors import BadInput
 from skillopt.harvest import HarvestOptions
 from skillopt.harvest import harvest as run_harvest
+from skillopt.harvest.adopt import adopt
 from skillopt.store.redact import scrub
-from tests.harvest_agents import CALC, TEST, TEST_CMD, claude_edit, repo, run_session, shell
+from skillopt.store.refs import resolve_skill_ref
 from tests.fakes.agent_scripts import run_command
 from tests.fakes.server import FakeModelServer
+from tests.harvest_agents import CALC, TEST, TEST_CMD, claude_edit, repo, run_session, shell
 from tests.helpers import REPO, cli_env, run_cli
 
 FIXTURES = REPO / "tests" / "fixtures" / "harvest"
@@ -106,8 +109,8 @@ def test_nothing_written_holds_a_sentinel_secret_email_or_home_path(home, harnes
     written = b"".join(p.read_bytes() for p in (home.parent / "out").iterdir())
     assert b"SENTINEL" not in written and b"sentinel@" not in written and str(home).encode() not in written
     assert all(s.encode() not in written for s in SENTINELS[:2])
-    request = next(json.loads(line)["request"] for line in (home.parent / "out" / "tasks.jsonl").read_text().splitlines()
-                   if "Mail me" in line)
+    lines = (home.parent / "out" / "tasks.jsonl").read_text().splitlines()
+    request = next(json.loads(line)["request"] for line in lines if "Mail me" in line)
     assert "Mail me at <email>" in request and "my key is ***" in request
     assert "~/private/sentinel-notes.txt" in request
 
@@ -173,15 +176,16 @@ async def test_the_harvested_set_is_a_benchmark_scored_by_each_task_check(home, 
     assert (await bench.score(tasks["file_state:low"], RolloutOutput(), ws)).hard == 1
 
 
-async def test_a_lost_repository_is_no_scored_task_and_a_missing_folder_is_one_line(home, tmp_path):
+def test_a_lost_repository_is_no_scored_task_and_a_missing_folder_is_one_line(home, tmp_path):
     shutil.rmtree(home / "proj")
     r = harvest(home, "claude-code")
     report = json.loads((home.parent / "out" / "harvest.json").read_text())
     assert report["scored"] == 0 and report["with_test_run_scored"] == 0
     assert all("not recovered" in why for why in report["unscored_why"].values())
-    r = run_cli(["eval", "--skill", str(REPO / "skills" / "gsm8k" / "SKILL.md"), "--benchmark", f"harvest:{home.parent / 'out'}",
-                 "--harness", "chat", "--target_model", "openai:x@http://127.0.0.1:9/v1"], cwd=tmp_path, env=cli_env(home))
-    assert r.returncode == 2 and "no harvested task can be scored" in r.stderr, r.stderr
+    with pytest.raises(BadInput, match="no harvested task can be scored"):
+        get_benchmark(f"harvest:{home.parent / 'out'}")
+    with pytest.raises(BadInput, match="no harvested tasks at"):
+        get_benchmark(f"harvest:{tmp_path / 'nowhere'}")
 
 
 def test_adopt_installs_the_accepted_skill_with_a_backup_of_the_old_one(tmp_path):
@@ -204,8 +208,11 @@ def test_adopt_installs_the_accepted_skill_with_a_backup_of_the_old_one(tmp_path
     assert len(backups) == 1 and "my local change" in (backups[0] / "SKILL.md").read_text()
     assert "my local change" not in (installed[0] / "SKILL.md").read_text() and "the old one is in" in r.stdout
     assert [p.name for p in old.iterdir()] == [installed[0].name]  # the backup is not a second skill
-    r = run_cli(["adopt", "legacy", "--project", str(project), "--harness", "codex"], cwd=tmp_path, env=env)
-    assert r.returncode == 0 and (project / ".agents" / "skills" / installed[0].name / "SKILL.md").is_file()
+    done = adopt(resolve_skill_ref("legacy", tmp_path / "runs"), project, "codex")
+    assert done.path == project / ".agents" / "skills" / installed[0].name and done.backup is None
+    assert (done.path / "SKILL.md").read_text() == (installed[0] / "SKILL.md").read_text()
+    with pytest.raises(BadInput, match="accepted no edit"):
+        adopt(resolve_skill_ref("legacy:v0", tmp_path / "runs"), project, "codex")
 
 
 @pytest.mark.slow
@@ -217,7 +224,8 @@ def test_a_session_made_now_by_the_real_binary_is_harvested(harness, tmp_path):
     repo(ws)
     edit = claude_edit("calc.py", "a - b", "a + b") if harness == "claude-code" else \
         [shell("sed -i 's/a - b/a + b/' calc.py")]
-    path = run_session(harness, ws, "Fix add; mail ops@example.org", [shell(TEST_CMD), *edit, shell(TEST_CMD)], "Fixed.")
+    steps = [shell(TEST_CMD), *edit, shell(TEST_CMD)]
+    path = run_session(harness, ws, "Fix add; mail ops@example.org", steps, "Fixed.")
     r = harvest(home, harness, "--path", str(path.parent))
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in (home.parent / "out" / "tasks.jsonl").read_text().splitlines()]
@@ -231,7 +239,7 @@ def test_a_session_made_now_by_the_real_binary_is_harvested(harness, tmp_path):
 @pytest.mark.slow
 def test_eval_on_the_harvested_set_runs_claude_code_in_the_rebuilt_workspaces(home, tmp_path):
     assert harvest(home, "claude-code").returncode == 0
-    fix = ("sed -i 's/a - b/a + b/' calc.py; printf '# Notes\\nRun the tests with: python3 -m unittest -q\\n' > NOTES.md")
+    fix = "sed -i 's/a - b/a + b/' calc.py; printf '# Notes\\nRun the tests with: python3 -m unittest -q\\n' >NOTES.md"
     with FakeModelServer(run_command(fix, "Done.")) as srv:
         r = run_cli(["eval", "--skill", str(FIXTURES / "SKILL.md"), "--benchmark", f"harvest:{home.parent / 'out'}",
                      "--split", "all", "--harness", "claude-code", "--set", "harness_options.mode=cli",

@@ -181,7 +181,8 @@ def file_state_score(files: dict[str, list[str]], ws: Path) -> Score:
 def _harvest(sizes: SplitSizes, path: str | None = None, judge_model: str | None = None,
              test_timeout_s: float = 300.0, memory_mb: int = 4096) -> HarvestBenchmark:
     if not path:
-        raise BadInput("the harvest benchmark needs its folder: --benchmark harvest:OUT (what `skillopt harvest -o OUT` wrote)")
+        raise BadInput("the harvest benchmark needs its folder: --benchmark harvest:OUT "
+                       "(what `skillopt harvest -o OUT` wrote)")
     from skillopt.harvest.run import read_tasks
 
     return HarvestBenchmark(read_tasks(Path(path)), sizes, judge_model=judge_model, test_timeout_s=test_timeout_s,

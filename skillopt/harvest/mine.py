@@ -29,7 +29,8 @@ TEST_COMMAND = re.compile(
     r"|npx\s+(jest|vitest|mocha)|jest|vitest|go\s+test|cargo\s+(test|nextest)|make\s+(test|check)|ctest|mvn\s+test"
     r"|gradle\w*\s+test|\./gradlew\s+test|rspec|phpunit|dotnet\s+test|mix\s+test|swift\s+test)\b")
 CORRECTION = re.compile(
-    r"^\s*(no\b|nope|wrong|that'?s (not|wrong)|that is (not|wrong)|not (what|right|quite)|don'?t|do not|stop|undo|revert"
+    r"^\s*(no\b|nope|wrong|that'?s (not|wrong)|that is (not|wrong)|not (what|right|quite)|don'?t|do not|stop|undo"
+    r"|revert"
     r"|actually|wait|instead|why did you|you (broke|didn'?t|did not|forgot)|it (still )?(fails|doesn'?t work|is broken)"
     r"|still (fails|failing|broken))", re.I)
 TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[jt]sx?$"

@@ -130,8 +130,8 @@ def verify_check(task: HarvestedTask, timeout_s: float) -> HarvestedTask:
     finally:
         shutil.rmtree(ws, ignore_errors=True)
     if score.hard:
-        check = task.check.model_copy(update={"confidence": "low",
-                                              "why": task.check.why + "; verified: it passes on the start state unchanged"})
+        why = task.check.why + "; verified: it passes on the start state unchanged"
+        check = task.check.model_copy(update={"confidence": "low", "why": why})
     else:
         check = task.check.model_copy(update={"why": task.check.why + "; verified: it fails on the start state"})
     return task.model_copy(update={"check": check})
