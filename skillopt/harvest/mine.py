@@ -29,8 +29,8 @@ TEST_COMMAND = re.compile(
     r"|npx\s+(jest|vitest|mocha)|jest|vitest|go\s+test|cargo\s+(test|nextest)|make\s+(test|check)|ctest|mvn\s+test"
     r"|gradle\w*\s+test|\./gradlew\s+test|rspec|phpunit|dotnet\s+test|mix\s+test|swift\s+test)\b")
 CORRECTION = re.compile(
-    r"^\s*(no\b|nope|wrong|that'?s (not|wrong)|that is (not|wrong)|not (what|right|quite)|don'?t|do not|stop|undo"
-    r"|revert"
+    r"^\s*(no\b(?!\s+(problem|worries))|nope|wrong|that'?s (not|wrong)|that is (not|wrong)|not (what|right|quite)"
+    r"|don'?t|do not|stop|undo|revert"
     r"|actually|wait|instead|why did you|you (broke|didn'?t|did not|forgot)|it (still )?(fails|doesn'?t work|is broken)"
     r"|still (fails|failing|broken))", re.I)
 TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[jt]sx?$"
@@ -66,7 +66,7 @@ def mine(s: Session) -> HarvestedTask | None:
     needs_ws = check.kind in ("test_command", "file_state")
     scored = needs_ws and start.recovered  # a rubric is scored only when the benchmark has a judge model
     return HarvestedTask(
-        id=f"{s.source}-{(s.session_id or s.path.stem)[:12]}", request=request,
+        id=f"{s.source}-{s.session_id or s.path.stem}", request=request,
         follow_ups=[m.text for m in later if not m.interrupt and not CORRECTION.match(m.text)],
         start=start, check=check, scored=scored, outcome=_outcome(tests, signals), signals=signals,
         skills_used=sorted(s.skills_used), final_answer=answer,
