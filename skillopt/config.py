@@ -285,12 +285,13 @@ def build_config(*, base: Sequence[dict[str, Any]] = (), preset: str | None = No
 
 def canonical_names(cfg: RunConfig) -> RunConfig:
     """Benchmark and harness names as registered (names are case-insensitive: `GSM8K` is `gsm8k`)."""
-    from skillopt.benchmarks.registry import benchmark_info, is_jsonl_path
+    from skillopt.benchmarks.registry import benchmark_info, is_jsonl_path, split_argument
 
     update: dict[str, str] = {"harness": cfg.harness.lower()}
-    if not is_jsonl_path(cfg.benchmark) and cfg.benchmark.lower() != cfg.benchmark:
+    name, arg = split_argument(cfg.benchmark)
+    if not is_jsonl_path(cfg.benchmark) and name.lower() != name:
         try:
-            update["benchmark"] = benchmark_info(cfg.benchmark).name
+            update["benchmark"] = benchmark_info(name).name + ("" if arg is None else f":{arg}")
         except BadInput:
             pass  # unknown: said where the benchmark is opened, with the known names
     return cfg.model_copy(update=update)
