@@ -71,7 +71,7 @@ def show(
 
 
 def _score_text(node) -> str:
-    parts = [f"{s} {sc.hard:.3f} (n={sc.n})" for s, sc in node.scores.items()]
+    parts = [f"{s} {sc.text()}" for s, sc in node.scores.items()]
     text = ", ".join(parts) if parts else (node.note or "no scores")
     loaded = [f"{s} {tr.text()}" for s, tr in node.trigger.items()]
     return text + (f"; skill loaded: {', '.join(loaded)}" if loaded else "")

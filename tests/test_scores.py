@@ -1,0 +1,152 @@
+"""Numbers a user can trust: one definition of a version's score in every view, one paired test.
+
+An errored rollout (the model server failed: `error_kind="infra"`) is counted apart and never shown
+as a 0; a version with no scored rollout shows no score. Checked on run folders the real CLI made
+against the scripted fake server (a target that answers HTTP 500 gives errored rollouts), through
+every view: the run's printed summary, `runs list` / `runs show` (and `--json`), `compare`, the
+report, the DataFrames and the SQLite index.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from skillopt.store.index import MIGRATIONS, RunIndex
+from skillopt.store.schema import RunSummary
+from skillopt.store.scores import SplitScore
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_compare import cli, copy_runs
+from tests.test_train_e2e import _run_args, code_tasks
+
+_DEAD: dict[str, Path] = {}
+
+
+def dead_run(tmp_path_factory) -> Path:
+    """`runs/dead`: every target call answered HTTP 500 (no retry), so all 8 baseline rollouts errored."""
+    if "root" not in _DEAD:
+        root = tmp_path_factory.mktemp("dead")
+        data = write_jsonl(root / "codes.jsonl", code_tasks(16))
+
+        def script(req: FakeRequest) -> FakeReply:
+            return FakeReply(text="server down", status=500)
+
+        with FakeModelServer(script) as srv:
+            r = run_cli(_run_args(data, srv.openai_url, "dead", epochs="1", set="models.retries=0"), cwd=root,
+                        env=cli_env(root))
+        assert r.returncode == 1 and "every rollout of the baseline errored" in r.stderr, r.stderr + r.stdout
+        (root / "stdout.txt").write_text(r.stdout)
+        _DEAD["root"] = root
+    return _DEAD["root"]
+
+
+def test_errored_rollouts_are_no_score_in_any_view(tmp_path_factory):
+    root = dead_run(tmp_path_factory)
+    runs = root / "runs"
+    # the run's printed summary
+    printed = (root / "stdout.txt").read_text()
+    assert "- (n=0, 8 errored)" in printed and "0.000" not in printed
+    # summary.json: no score, 8 errors
+    summary = RunSummary.model_validate_json((runs / "dead" / "summary.json").read_text())
+    assert summary.scores["seed"]["val"] == SplitScore(hard=None, soft=None, n=0, errors=8)
+    # the index holds the error kind, so views that read it alone agree with the file
+    index = RunIndex(runs / "skillopt.db")
+    assert index.answers_for("dead", runs / "dead" / "rollouts.jsonl")
+    assert {r.error_kind for r in index.rollout_rows(["dead"])} == {"infra"}
+    index.close()
+    # runs list (table and --json)
+    r = cli("runs", "list", runs_dir=runs)
+    assert r.exit_code == 0 and "0.000" not in r.stdout
+    row = json.loads(cli("runs", "list", "--json", runs_dir=runs).stdout)[0]
+    assert (row["seed_val"], row["best_val"], row["best_test"]) == (None, None, None)
+    # runs show (text and --json)
+    r = cli("runs", "show", "dead", runs_dir=runs)
+    assert "v000 [seed] seed: val - (n=0, 8 errored)" in r.stdout and "0.000" not in r.stdout
+    node = json.loads(cli("runs", "show", "dead", "--json", runs_dir=runs).stdout)["nodes"][0]
+    assert node["scores"]["val"] == {"hard": None, "soft": None, "n": 0, "errors": 8}
+    # compare
+    cmp = json.loads(cli("compare", "dead:seed", "dead:best", "--split", "val", "--json", runs_dir=runs).stdout)
+    assert [(s["rollouts"], s["errors"], s["hard"]) for s in cmp["scores"]] == [(0, 8, None), (0, 8, None)]
+    assert cmp["paired"] == [] and any("has no score on val" in n for n in cmp["notes"])
+    assert len(cmp["warnings"]) == 1  # the failed run, said once though it is compared with itself
+    r = cli("compare", "dead:seed", "dead:best", "--split", "val", runs_dir=runs)
+    assert r.exit_code == 0 and "0.000" not in r.stdout
+    # the report
+    md = cli("report", "dead", "--format", "markdown", runs_dir=runs).stdout
+    assert "| baseline (seed) | v000 | - | 0 | 8 | - | 0 | 0 |" in md and "0.000" not in md
+    # the DataFrames
+    pd = pytest.importorskip("pandas")
+    import skillopt
+
+    df = skillopt.rollouts_df("dead", runs_dir=runs)
+    assert len(df) >= 8 and set(df.error_kind) == {"infra"} and df.hard.isna().all() and df.soft.isna().all()
+    v = skillopt.versions_df("dead", runs_dir=runs).iloc[0]
+    assert pd.isna(v.val_hard) and (v.val_n, v.val_errors) == (0, 8)
+    assert pd.isna(skillopt.runs_df(runs).iloc[0].seed_val)
+
+
+def test_split_score_and_old_summaries():
+    class R:
+        def __init__(self, task: str, hard: float, kind: str | None = None, trial: int = 0):
+            self.task_id, self.trial, self.hard, self.soft, self.error_kind = task, trial, hard, hard, kind
+
+        @property
+        def errored(self) -> bool:
+            return self.error_kind == "infra"
+
+    s = SplitScore.of([R("a", 1.0), R("b", 0.0), R("c", 0.0, "infra"), R("d", 0.0, "agent")])
+    assert (s.hard, s.n, s.errors, s.text()) == (0.333333, 3, 1, "0.333 (n=3, 1 errored)")  # an agent's failure is a 0
+    assert SplitScore.of([R("a", 0.0, "infra")]).text(interval=True) == "- (n=0, 1 errored)"
+    # a summary written before this rule (0.0 with n=0) opens with no score
+    assert SplitScore.model_validate({"hard": 0.0, "soft": 0.0, "n": 0, "errors": 8}).hard is None
+    from skillopt.store.scores import latest_per_trial
+
+    kept = latest_per_trial([R("a", 1.0), R("a", 0.0, "infra"), R("b", 0.0, "infra"), R("b", 1.0)])
+    assert [(r.task_id, r.hard, r.errored) for r in kept] == [("a", 1.0, False), ("b", 1.0, False)]
+
+
+def test_index_migration_drops_rows_that_cannot_tell_errors_from_scores(tmp_path):
+    db = tmp_path / "skillopt.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at REAL)")
+    for name, fn in MIGRATIONS[:4]:  # an index written before error kinds were kept
+        fn(con)
+        con.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    con.execute("INSERT INTO runs (run_id, status, rollouts_bytes) VALUES ('old', 'finished', 10), "
+                "('clean', 'finished', 20)")
+    cols = "run_id, key, task_id, split, version, skill_sha, harness, model, trial, hard, soft, error"
+    con.execute(f"INSERT INTO rollouts ({cols}) VALUES ('old', 'k1', 't1', 'val', 0, 's', 'chat', 'm', 0, 0, 0, "
+                "'HTTP 500'), ('old', 'k2', 't2', 'val', 0, 's', 'chat', 'm', 0, 1, 1, NULL), "
+                "('clean', 'k3', 't1', 'val', 0, 's', 'chat', 'm', 0, 1, 1, NULL)")
+    con.commit()
+    con.close()
+    index = RunIndex(db)
+    assert [r.key for r in index.rollout_rows(["old", "clean"])] == ["k2", "k3"]
+    bytes_ = dict(index.db.execute("SELECT run_id, rollouts_bytes FROM runs").fetchall())
+    assert bytes_ == {"old": None, "clean": 20}  # "old" is read from its rollouts.jsonl until indexed again
+    index.close()
+
+
+def test_compare_reuses_what_eval_scored_and_its_hint_works(tmp_path_factory, tmp_path):
+    runs = copy_runs(tmp_path_factory, tmp_path)
+    # v001 was screened out on train: it has no test rollout in its run
+    r = cli("compare", "codes:seed", "codes:v1", "--split", "test", "--json", runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    note = next(n for n in json.loads(r.stdout)["notes"] if "codes:v001 has no rollouts on test" in n)
+    hint = re.search(r"score it with: (skillopt .+)\)", note).group(1)
+    assert hint == f"skillopt eval --skill codes:v1 --split test --runs-dir {runs}"
+    # the hint, run as printed, stores the rollouts in an evaluation run of its own ...
+    done = run_cli(shlex.split(hint)[1:], cwd=tmp_path, env=cli_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    # ... and compare finds them there
+    cmp = json.loads(cli("compare", "codes:seed", "codes:v1", "--split", "test", "--json", runs_dir=runs).stdout)
+    scores = {s["label"]: s for s in cmp["scores"]}
+    assert scores["codes:v001"]["rollouts"] == 4 and not any("no rollouts" in n for n in cmp["notes"])
+    hard = next(p for p in cmp["paired"] if p["metric"] == "hard")
+    assert hard["lift"]["n"] == 4
