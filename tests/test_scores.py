@@ -150,3 +150,24 @@ def test_compare_reuses_what_eval_scored_and_its_hint_works(tmp_path_factory, tm
     assert scores["codes:v001"]["rollouts"] == 4 and not any("no rollouts" in n for n in cmp["notes"])
     hard = next(p for p in cmp["paired"] if p["metric"] == "hard")
     assert hard["lift"]["n"] == 4
+
+
+def test_runs_list_never_wraps_words(tmp_path_factory, tmp_path):
+    runs = dead_run(tmp_path_factory) / "runs"
+    r = cli("runs", "list", runs_dir=runs)  # not a terminal: plain columns, one line per run
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].split()[:2] == ["run", "status"]
+    assert lines[1].split()[:4] == ["dead", "train:failed", "codes.jsonl", "chat"]
+    assert "openai-compatible:fake-target" in lines[1] and "http://" not in lines[1]  # a base URL is left out
+    # a terminal 80 columns wide: the columns that fit, each line within 80
+    env = cli_env(tmp_path, FORCE_COLOR="1", COLUMNS="80")
+    t = run_cli(["--runs-dir", str(runs), "runs", "list"], cwd=tmp_path, env=env)
+    lines = [x for x in t.stdout.splitlines() if x.strip()]
+    assert t.returncode == 0 and len(lines) == 2 and all(len(x) <= 80 for x in lines), t.stdout
+    assert lines[1].split()[:2] == ["dead", "train:failed"]
+    from skillopt.cli.runs import short_spec
+
+    assert short_spec("vllm:Qwen/Qwen2.5-Coder-32B-Instruct@http://gpu-17.example.com:8000/v1", 36) \
+        == "vllm:Qwen/Qwen2.5-Coder-32B-Instruct"
+    assert short_spec("anthropic:claude-sonnet-4-5", 18) == "claude-sonnet-4-5"
+    assert len(short_spec("vllm:Qwen/Qwen2.5-Coder-32B-Instruct-GPTQ-Int4", 18)) == 18
