@@ -61,6 +61,16 @@ class TrainResult:
         """The `SplitScore` of `seed` or `best` on `val` or `test` (None when not scored)."""
         return (self.summary.scores.get(role) or {}).get(split)
 
+    def __repr__(self) -> str:
+        """One line: the run, how it ended, seed and best on test, and the paired test lift."""
+        from skillopt.store.scores import score_text
+
+        lift = self.summary.test_lift
+        best = self.summary.versions.get("best", 0)
+        return (f"TrainResult(run_id={self.run_id!r}, status={self.status!r}, best=v{best:03d}, "
+                f"test seed {score_text(self.score('seed'))} -> best {score_text(self.score('best'))}"
+                f"{', lift ' + lift.ci_text() + ': ' + lift.verdict if lift else ''}, run_dir={str(self.run_dir)!r})")
+
 
 @dataclass
 class _Inputs:

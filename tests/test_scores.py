@@ -171,3 +171,54 @@ def test_runs_list_never_wraps_words(tmp_path_factory, tmp_path):
         == "vllm:Qwen/Qwen2.5-Coder-32B-Instruct"
     assert short_spec("anthropic:claude-sonnet-4-5", 18) == "claude-sonnet-4-5"
     assert len(short_spec("vllm:Qwen/Qwen2.5-Coder-32B-Instruct-GPTQ-Int4", 18)) == 18
+
+
+def test_views_name_things_once_and_say_what_each_number_is(tmp_path_factory, tmp_path):
+    runs = copy_runs(tmp_path_factory, tmp_path)
+    from skillopt.store.run import RunStore
+
+    # a candidate that passed its screen but was not gated, as a run before this fix recorded it
+    store = RunStore.open(runs, "codes")
+    cands = store.read_candidates(1)
+    c = next(x for x in cands if x.status == "screened-out")
+    cands = [x if x is not c else c.model_copy(update={
+        "status": "not-gated", "screen": None, "note": "passed the screen; another candidate was gated first"})
+        for x in cands]
+    store.write_candidates(1, cands)
+    store.update_version(c.version, status="candidate")
+    label = f"v{c.version:03d}"
+    r = cli("runs", "show", "codes", runs_dir=runs)
+    assert f"{label} [not-gated] step 1" in r.stdout and "[candidate]" not in r.stdout
+    assert "mean over the 8 gate pair(s): v000 0.000 vs v003 1.000" in r.stdout  # the gate's numbers, said as such
+    nodes = json.loads(cli("runs", "show", "codes", "--json", runs_dir=runs).stdout)["nodes"]
+    assert next(n for n in nodes if n["version"] == c.version)["status"] == "not-gated"
+    r = cli("runs", "show", f"codes:v{c.version}", runs_dir=runs)
+    assert f"[not-gated]" in r.stdout and "gate: not gated" in r.stdout
+    md = cli("report", "codes", "--format", "markdown", runs_dir=runs).stdout
+    line = next(x for x in md.splitlines() if f"**{c.id}**" in x)
+    assert line.count("gated first") == 1, line
+    assert f"| {label} | v000 | step 1 | not-gated |" in md
+    # an applied edit reads "(applied)", not "(applied: )"
+    r = cli("runs", "show", "codes:best", runs_dir=runs)
+    assert "edit add at 'Answer format' (applied);" in r.stdout and "(applied: )" not in r.stdout
+    # exporting the seed of a run that accepted an edit says so
+    r = cli("export", "codes:seed", "--format", "agents-md", "-o", str(tmp_path / "out"), runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    said = r.stdout + r.stderr
+    assert "the run's best is v003 (codes:best)" in said and "no edit was accepted" not in said
+
+
+def test_the_python_api_shows_train_and_a_short_result(tmp_path_factory):
+    import skillopt
+    from skillopt.api import TrainResult
+    from skillopt.skill import Skill
+    from tests.test_compare import trained_run
+
+    assert {"train", "evaluate", "compare", "rollouts_df"} <= set(dir(skillopt))
+    run = trained_run(tmp_path_factory) / "runs" / "codes"
+    summary = RunSummary.model_validate_json((run / "summary.json").read_text())
+    result = TrainResult("codes", run, summary.status, summary, Skill.parse((run / "best_skill.md").read_text()))
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300, text
+    assert text.startswith("TrainResult(run_id='codes', status='finished', best=v003, test seed 0.000 (n=4) -> "
+                           "best 1.000 (n=4), lift +1.000 (95% CI +0.168 to +1.000, paired agresti-min, n=4): better")

@@ -128,8 +128,9 @@ def _print_tree(tree) -> None:
               f"{', data ' + tree.data_hash if tree.data_hash else ''}", markup=False)
     if tree.status != "finished":
         out.print(f"note: the run is {tree.status}; this is what it has so far", markup=False)
-    out.print("versions (hard score on val / test from rollouts, and for agent harnesses the share of rollouts whose "
-              "agent loaded the skill; gate evidence under each candidate):", markup=False)
+    out.print("versions (hard score on val / test: mean over every scored rollout of the version, errored ones apart; "
+              "for agent harnesses the share of rollouts whose agent loaded the skill; gate evidence under each "
+              "candidate, its scores over the gate's pairs only):", markup=False)
     by_version = {n.version: n for n in tree.nodes}
 
     def walk(n, prefix: str, last: bool, top: bool) -> None:
@@ -160,10 +161,10 @@ def _print_version(view, node, diff: bool) -> None:
     marks = f"  <{', '.join(node.marks)}>" if node.marks else ""
     out.print(f"{view.run_id}:{node.label} [{node.status}] {node.origin}, parent {parent}, sha {node.sha[:12]}{marks}",
               markup=False)
-    out.print(f"scores (hard, from rollouts): {_score_text(node)}", markup=False)
+    out.print(f"scores (hard, mean over every scored rollout of the version): {_score_text(node)}", markup=False)
     for e in node.edits:
         where = " of the description" if e.part == "description" else f" at {e.anchor!r}" if e.anchor else ""
-        out.print(f"edit {e.op}{where} ({e.status}: {e.detail}); rationale: {e.rationale or '-'}; "
+        out.print(f"edit {e.op}{where} ({e.status}{': ' + e.detail if e.detail else ''}); rationale: {e.rationale or '-'}; "
                   f"evidence: {', '.join(e.evidence) or '-'}", markup=False)
     g = node.gate
     if g is not None:
@@ -179,6 +180,8 @@ def _print_version(view, node, diff: bool) -> None:
                 outcome = "win" if t.candidate > t.incumbent + 1e-9 else "loss" if t.candidate < t.incumbent - 1e-9 else "tie"
             table.add_row(t.task_id, f"{t.incumbent:.3f}", cand, outcome)
         out.print(table)
+    elif node.status == "not-gated":
+        out.print("gate: not gated (it passed its screen; another candidate of its step was gated first)", markup=False)
     elif node.status in ("accepted", "rejected", "candidate"):
         out.print("gate: no decision recorded", markup=False)
     text = view.store.skill(node.version).render()

@@ -106,7 +106,8 @@ def verdict(c: Candidate) -> tuple[bool, str]:
                "duplicate": "not tried: the same skill was already tried",
                "not-gated": "not gated: another candidate of this step was gated first"}
     why = reasons.get(c.status, c.status)
-    return False, f"{why}{f' ({c.note})' if c.note and c.note not in why else ''}"
+    note = c.note.replace("; another candidate was gated first", "")  # runs before it was said once
+    return False, f"{why}{f' ({note})' if note and note not in why else ''}"
 
 
 def _where(e) -> str:
