@@ -11,6 +11,9 @@ Pure functions over plain numbers, each checkable by hand:
   sign-flip p-value 2^(1-n) is reported instead, named as such).
 - `paired_test`: McNemar when every per-task value is 0 or 1, else the paired bootstrap; it
   says which one it used.
+- `paired_difference_interval` / `paired_lift`: THE paired comparison every view shows (the run's
+  summary, `compare`, the report, the API): the mean per-task difference B - A with its 95%
+  interval (Agresti-Min on 0/1 outcomes, Student t otherwise) and the verdict read off it.
 
 Every interval treats rollouts as independent draws (with several trials per task this is an
 approximation: trials of one task are correlated). Paired tests work on per-task means, so

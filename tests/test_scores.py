@@ -222,3 +222,16 @@ def test_the_python_api_shows_train_and_a_short_result(tmp_path_factory):
     assert "\n" not in text and len(text) < 300, text
     assert text.startswith("TrainResult(run_id='codes', status='finished', best=v003, test seed 0.000 (n=4) -> "
                            "best 1.000 (n=4), lift +1.000 (95% CI +0.168 to +1.000, paired agresti-min, n=4): better")
+
+
+def test_html_report_opens_with_settings_and_the_sealed_test_lift(tmp_path_factory, tmp_path):
+    runs = copy_runs(tmp_path_factory, tmp_path)
+    r = cli("report", "codes", "-o", str(tmp_path / "r.html"), runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    html = (tmp_path / "r.html").read_text()
+    order = [html.index(x) for x in ('id="settings"', "<th>wall time</th>", 'id="test-lift-text"', 'id="final-table"')]
+    assert order == sorted(order)
+    lift = html.split('id="test-lift-text">')[1].split("<")[0]
+    assert lift.startswith("+1.000 (95% CI +0.168 to +1.000, paired agresti-min, n=4; 4 won, 0 lost") \
+        and lift.endswith(": better")
+    assert "<th>tasks per split</th><td>train 4, val 8, test 4 (split seed 0)</td>" in html

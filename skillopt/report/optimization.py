@@ -140,7 +140,10 @@ def build_optimization(view: RunView, metric: str = "hard") -> Optimization:
         batch, m = view.store.read_batch(n), metrics.get(n)
         score = "-"
         if batch is not None and batch.train is not None:
-            score = f"{getattr(batch.train, metric, batch.train.hard):.3f} on {batch.train.n} tasks"
+            t = batch.train  # store.scores: errored rollouts apart, no score when none was scored
+            value = getattr(t, metric, t.hard)
+            score = (f"{value:.3f} on {t.n} tasks" if t.has_score and value is not None else "-") \
+                + (f", {t.errors} errored" if t.errors else "")
         out.steps.append(StepView(step=n, epoch=m.epoch + 1 if m else 1,
                                   incumbent=f"v{batch.version if batch else 0:03d}", train=score,
                                   decision=(m.decision if m else None) or "none",
