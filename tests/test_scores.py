@@ -25,12 +25,12 @@ from tests.helpers import cli_env, run_cli, write_jsonl
 from tests.test_compare import cli, copy_runs
 from tests.test_train_e2e import _run_args, code_tasks
 
-_DEAD: dict[str, Path] = {}
+_DEAD: dict[tuple[str, ...], Path] = {}
 
 
-def dead_run(tmp_path_factory) -> Path:
+def dead_run(tmp_path_factory, *extra: str) -> Path:
     """`runs/dead`: every target call answered HTTP 500 (no retry), so all 8 baseline rollouts errored."""
-    if "root" not in _DEAD:
+    if extra not in _DEAD:
         root = tmp_path_factory.mktemp("dead")
         data = write_jsonl(root / "codes.jsonl", code_tasks(16))
 
@@ -38,12 +38,12 @@ def dead_run(tmp_path_factory) -> Path:
             return FakeReply(text="server down", status=500)
 
         with FakeModelServer(script) as srv:
-            r = run_cli(_run_args(data, srv.openai_url, "dead", epochs="1", set="models.retries=0"), cwd=root,
-                        env=cli_env(root))
+            args = _run_args(data, srv.openai_url, "dead", epochs="1", set="models.retries=0")
+            r = run_cli(args + list(extra), cwd=root, env=cli_env(root))
         assert r.returncode == 1 and "every rollout of the baseline errored" in r.stderr, r.stderr + r.stdout
         (root / "stdout.txt").write_text(r.stdout)
-        _DEAD["root"] = root
-    return _DEAD["root"]
+        _DEAD[extra] = root
+    return _DEAD[extra]
 
 
 def test_errored_rollouts_are_no_score_in_any_view(tmp_path_factory):
@@ -89,6 +89,16 @@ def test_errored_rollouts_are_no_score_in_any_view(tmp_path_factory):
     v = skillopt.versions_df("dead", runs_dir=runs).iloc[0]
     assert pd.isna(v.val_hard) and (v.val_n, v.val_errors) == (0, 8)
     assert pd.isna(skillopt.runs_df(runs).iloc[0].seed_val)
+
+
+@pytest.mark.slow  # MLflow's SQLite store takes its time to set up
+def test_mlflow_gets_the_errors_and_no_score(tmp_path_factory, tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    db = tmp_path / "mlflow.db"
+    dead_run(tmp_path_factory, "--track", "mlflow", "--tracking-uri", f"sqlite:///{db}")
+    mlflow.set_tracking_uri(f"sqlite:///{db}")
+    (run,) = mlflow.search_runs(experiment_names=["skillopt"], output_format="list")
+    assert run.data.metrics["seed_val_errors"] == 8 and "seed_val_hard" not in run.data.metrics
 
 
 def test_split_score_and_old_summaries():
