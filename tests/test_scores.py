@@ -245,3 +245,48 @@ def test_html_report_opens_with_settings_and_the_sealed_test_lift(tmp_path_facto
     assert lift.startswith("+1.000 (95% CI +0.168 to +1.000, paired agresti-min, n=4; 4 won, 0 lost") \
         and lift.endswith(": better")
     assert "<th>tasks per split</th><td>train 4, val 8, test 4 (split seed 0)</td>" in html
+
+
+class _Flaky:
+    """The target fails (HTTP 500) on items 1, 5, 9, 13, solves the even ones and misses the rest."""
+
+    def __init__(self):
+        from tests.test_train_e2e import Scripted
+
+        self.optimizer = Scripted()
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        m = re.search(r"item (\d+)\?", req.last_user_text)
+        if req.model != "fake-target" or m is None:
+            return self.optimizer(req)
+        i = int(m.group(1))
+        if i % 4 == 1:
+            return FakeReply(text="overloaded", status=500)
+        return FakeReply(text=f"Answer: ZETA-{i}" if i % 2 == 0 else "Answer: unknown")
+
+
+def test_partly_errored_run_has_one_score_in_every_view(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(_Flaky()) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "flaky", epochs="1", set="models.retries=0"), cwd=tmp_path,
+                    env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    runs = tmp_path / "runs"
+    recs = [json.loads(x) for x in (runs / "flaky" / "rollouts.jsonl").read_text().splitlines()]
+    seed_val = [x for x in recs if x["version"] == 0 and x["split"] == "val"]
+    errored = {x["task_id"] for x in seed_val if x["error_kind"] == "infra"}
+    scored = {x["task_id"]: x["hard"] for x in seed_val if x["error_kind"] != "infra"}
+    assert errored and scored and not errored & set(scored)
+    hard, n, errors = round(sum(scored.values()) / len(scored), 6), len(scored), len(errored)
+    text = f"{hard:.3f} (n={n}, {errors} errored)"
+    summary = json.loads((runs / "flaky" / "summary.json").read_text())["scores"]["seed"]["val"]
+    assert (summary["hard"], summary["n"]) == (hard, n) and summary["errors"] >= errors  # retries are counted too
+    assert f"{hard:.3f} [" in r.stdout and f"(n={n}, " in r.stdout
+    shown = cli("runs", "show", "flaky", runs_dir=runs).stdout
+    assert f"v000 [seed] seed: val {text}" in shown
+    cmp = json.loads(cli("compare", "flaky:seed", "flaky:best", "--split", "val", "--json", runs_dir=runs).stdout)
+    row = cmp["scores"][0]
+    assert (row["hard"]["mean"], row["rollouts"], row["errors"]) == (pytest.approx(hard), n, errors)
+    md = cli("report", "flaky", "--format", "markdown", runs_dir=runs).stdout
+    final = next(x for x in md.splitlines() if x.startswith("| baseline (seed) | v000 |"))
+    assert final.startswith(f"| baseline (seed) | v000 | {hard:.3f} [") and f"| {n} | {errors} |" in final
