@@ -203,7 +203,7 @@ def test_views_name_things_once_and_say_what_each_number_is(tmp_path_factory, tm
     nodes = json.loads(cli("runs", "show", "codes", "--json", runs_dir=runs).stdout)["nodes"]
     assert next(n for n in nodes if n["version"] == c.version)["status"] == "not-gated"
     r = cli("runs", "show", f"codes:v{c.version}", runs_dir=runs)
-    assert f"[not-gated]" in r.stdout and "gate: not gated" in r.stdout
+    assert "[not-gated]" in r.stdout and "gate: not gated" in r.stdout
     md = cli("report", "codes", "--format", "markdown", runs_dir=runs).stdout
     line = next(x for x in md.splitlines() if f"**{c.id}**" in x)
     assert line.count("gated first") == 1, line
