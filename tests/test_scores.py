@@ -26,6 +26,15 @@ from tests.test_compare import cli, copy_runs
 from tests.test_train_e2e import _run_args, code_tasks
 
 _DEAD: dict[tuple[str, ...], Path] = {}
+SEED_SKILL = """---
+name: task-solver
+description: Solve the task and give the final answer.
+---
+
+# Solving tasks
+
+Read the task, then answer.
+"""
 
 
 def dead_run(tmp_path_factory, *extra: str) -> Path:
@@ -290,3 +299,22 @@ def test_partly_errored_run_has_one_score_in_every_view(tmp_path):
     md = cli("report", "flaky", "--format", "markdown", runs_dir=runs).stdout
     final = next(x for x in md.splitlines() if x.startswith("| baseline (seed) | v000 |"))
     assert final.startswith(f"| baseline (seed) | v000 | {hard:.3f} [") and f"| {n} | {errors} |" in final
+
+
+def test_compare_counts_errored_rollouts_of_skill_files_apart(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(8))
+    a, b = tmp_path / "a.md", tmp_path / "b.md"
+    a.write_text(SEED_SKILL)
+    b.write_text(SEED_SKILL + "\nCheck the item number.\n")
+
+    def script(req: FakeRequest) -> FakeReply:
+        return FakeReply(text="server down", status=500)
+
+    with FakeModelServer(script) as srv:
+        r = cli("compare", str(a), str(b), "--split", "val", "--json", "--benchmark", str(data), "--harness", "chat",
+                "--target-model", f"openai-compatible:fake-target@{srv.openai_url}", "--set", "models.retries=0",
+                "--set", "splits.val=4", "--set", "splits.train=2", runs_dir=tmp_path / "runs")
+    assert r.exit_code == 0, r.stderr
+    cmp = json.loads(r.stdout)
+    assert [(s["rollouts"], s["errors"], s["hard"]) for s in cmp["scores"]] == [(0, 4, None), (0, 4, None)]
+    assert sum("has no score on val" in n for n in cmp["notes"]) == 2 and cmp["paired"] == []
