@@ -61,11 +61,17 @@ class TrainResult:
         """The `SplitScore` of `seed` or `best` on `val` or `test` (None when not scored)."""
         return (self.summary.scores.get(role) or {}).get(split)
 
+    @property
+    def test_lift(self):
+        """best - seed on the sealed test split, paired (`stats.PairedLift`: the summary's and compare's
+        test, with `.text()` and `.verdict`); None when they share no scored test task."""
+        return self.summary.test_lift
+
     def __repr__(self) -> str:
         """One line: the run, how it ended, seed and best on test, and the paired test lift."""
         from skillopt.store.scores import score_text
 
-        lift = self.summary.test_lift
+        lift = self.test_lift
         best = self.summary.versions.get("best", 0)
         return (f"TrainResult(run_id={self.run_id!r}, status={self.status!r}, best=v{best:03d}, "
                 f"test seed {score_text(self.score('seed'))} -> best {score_text(self.score('best'))}"

@@ -318,3 +318,13 @@ def test_compare_counts_errored_rollouts_of_skill_files_apart(tmp_path):
     cmp = json.loads(r.stdout)
     assert [(s["rollouts"], s["errors"], s["hard"]) for s in cmp["scores"]] == [(0, 4, None), (0, 4, None)]
     assert sum("has no score on val" in n for n in cmp["notes"]) == 2 and cmp["paired"] == []
+
+
+def test_runs_list_shows_the_scores_a_run_in_progress_has(tmp_path):
+    from tests.test_compare import A_HARD, A_SOFT, SEED, build_run
+
+    runs = tmp_path / "runs"
+    build_run(runs, "live", [SEED], {(0, "val"): list(zip(A_HARD, A_SOFT))}, status="running")
+    row = json.loads(cli("runs", "list", "--json", runs_dir=runs).stdout)[0]
+    assert (row["status"], row["seed_val"], row["best_val"], row["best_test"]) == ("running", 0.4, 0.4, None)
+    assert "0.400 -> 0.400" in cli("runs", "list", runs_dir=runs).stdout
