@@ -169,6 +169,10 @@ def test_compare_reuses_what_eval_scored_and_its_hint_works(tmp_path_factory, tm
     assert scores["codes:v001"]["rollouts"] == 4 and not any("no rollouts" in n for n in cmp["notes"])
     hard = next(p for p in cmp["paired"] if p["metric"] == "hard")
     assert hard["lift"]["n"] == 4
+    # the evaluation run records the data it scored, so compare can tell rollouts of changed data apart
+    ev = next(p for p in runs.iterdir() if p.name.startswith("eval-"))
+    hashes = {json.loads((runs / x / "summary.json").read_text())["data_hash"] for x in ("codes", ev.name)}
+    assert len(hashes) == 1 and "" not in hashes
 
 
 def test_runs_list_never_wraps_words(tmp_path_factory, tmp_path):

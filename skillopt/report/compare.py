@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from skillopt.errors import BadInput
 from skillopt.report.data import RunView
 from skillopt.report.lineage import skill_diff
 from skillopt.report.runs_list import all_runs
@@ -129,24 +130,32 @@ def run_entry(ref: SkillRef, splits: Sequence[str], label: str | None = None) ->
         target_model=view.target_model, run_status=view.status, data_hash=view.data_hash,
         run_tokens=meter.tokens if meter else None, run_cost_usd=meter.known_cost_usd if meter else None,
         run_cost_unknown=meter.cost_unknown if meter else False, runs_dir=str(view.runs_dir))
-    return EntryData(entry, {s: stored_records(view, v.sha, s) for s in splits})
+    others = same_setup_runs(view)
+    return EntryData(entry, {s: stored_records(view, v.sha, s, others) for s in splits})
 
 
-def stored_records(view: RunView, sha: str, split: str) -> list[RolloutRecord]:
-    """Every stored rollout of the skill content `sha` on `split` made on the same benchmark data,
-    harness and target as `view`'s run: its own, and those of any other run under its runs folder
-    (`skillopt eval --skill RUN:vN` stores them in an evaluation run of its own)."""
-    recs = list(view.records_for(sha, split))
+def same_setup_runs(view: RunView) -> list[RunView]:
+    """The other runs under `view`'s runs folder made on the same benchmark data, harness and target."""
+    out = []
     for path in all_runs(view.runs_dir):
         if path.name == view.run_id:
             continue
         try:
             other = RunView.open(view.runs_dir, path.name)
-            if not same_setup(view, other):
-                continue
-            recs += other.records_for(sha, split)
-        except Exception:  # noqa: BLE001  (a broken or foreign folder adds nothing to this comparison)
+            if same_setup(view, other):
+                out.append(other)
+        except (BadInput, OSError, ValueError):  # a broken or foreign folder adds nothing to a comparison
             continue
+    return out
+
+
+def stored_records(view: RunView, sha: str, split: str, others: Sequence[RunView] = ()) -> list[RolloutRecord]:
+    """Every stored rollout of the skill content `sha` on `split`: the run's own, and those of the
+    runs `others` (`same_setup_runs`; `skillopt eval --skill RUN:vN` stores its rollouts in an
+    evaluation run of its own); one per (task, trial), a scored one first."""
+    recs = list(view.records_for(sha, split))
+    for other in others:
+        recs += other.records_for(sha, split)
     return latest_per_trial(recs)
 
 
