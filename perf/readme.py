@@ -337,12 +337,13 @@ def models(runs: list[dict]) -> str:
                      for t, o in pairs) or "the embedded models"
 
 
-def score(s: dict | float) -> str:
-    """A split score as the summary writes it ({"hard", "n", "errors"}), or a bare mean."""
+def score(s: dict | float | None) -> str:
+    """A split score as the summary writes it ({"hard", "n", "errors"}; hard null: nothing scored), or a bare mean."""
     if isinstance(s, dict):
         err = f", {s['errors']} errored" if s.get("errors") else ""
-        return f"{s['hard']:.3f} (n={s['n']}{err})"
-    return f"{s:.3f}"
+        hard = "-" if s.get("hard") is None or not s.get("n") else f"{s['hard']:.3f}"
+        return f"{hard} (n={s['n']}{err})"
+    return "-" if s is None else f"{s:.3f}"
 
 
 def gated(run: dict) -> str:
