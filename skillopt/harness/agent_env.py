@@ -54,6 +54,8 @@ class AgentOptions(BaseModel):
     stream_idle_timeout_s: float = Field(120.0, gt=0)
     nudge_empty: bool = True  # retry once with a nudge when the final answer is empty
     env: dict[str, str] = {}  # extra environment variables for the agent process
+    # mini-swe-agent: actions as bash tool calls (its mini.yaml) or fenced blocks (mini_textbased.yaml)
+    action_format: Literal["toolcall", "text"] = "toolcall"
     sandbox_paths: tuple[str, ...] = ()  # more paths the sandbox shows the agent, read-only (a toolchain)
 
     @field_validator("allowed_tools", "disallowed_tools", "tools", "sandbox_paths", mode="before")
