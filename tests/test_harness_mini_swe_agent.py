@@ -25,6 +25,7 @@ from skillopt.models.spec import parse_model_spec
 from skillopt.sandbox import Relay
 from skillopt.skill import Skill
 from skillopt.traces.events import ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, UsageEvent
+from skillopt.traces.outcome import failure_kinds
 from skillopt.traces.summary import summarize
 from tests.fakes.agent_scripts import shell_call
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
@@ -165,3 +166,43 @@ def test_swe_local_task_solved_end_to_end_and_graded(tmp_path):
     assert rows[0]["skill_used"] is True
     trace = (run / rows[0]["trace_file"]).read_text()
     assert '"name":"bash"' in trace.replace(" ", "") and "git apply /tmp/fix.patch" in trace
+
+
+CALC = {"calc.py": "def add(a, b):\n    return a - b\n",
+        "test_calc.py": "from calc import add\n\nassert add(2, 3) == 5, f'add(2, 3) == {add(2, 3)}'\nprint('all passed')\n"}
+CALC_TASK = Task(id="calc", kind="code", prompt="add() is wrong: fix it.", files=CALC)
+
+
+async def test_summary_holds_against_the_raw_trace_it_came_from(tmp_path):
+    """Every command's exit code, the last test run's output, the diff and the stop in the summary
+    are those of the agent's own log (the driver's JSON lines), read here independently."""
+    script = steps("python3 test_calc.py", "sed -i 's/a - b/a + b/' calc.py", "python3 test_calc.py", SUBMIT)
+    with FakeModelServer(script) as srv, Relay() as relay:
+        harness = make_harness("mini-swe-agent", HarnessContext(models=Models(env=ProviderEnv()), sandbox=bwrap(),
+                                                                 relay=relay))
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        for name, text in CALC.items():
+            (ws / name).write_text(text)
+        write_skill(ws, SKILL, harness.skill_dir)
+        target = parse_model_spec(f"openai-compatible:fake-model@{srv.openai_url}")
+        r = await harness.run(CALC_TASK, SKILL, ws, target, Limits(timeout_s=90))
+    assert r.error is None, r.error
+    raw = [json.loads(line) for line in (r.raw_log or "").splitlines() if line.startswith('{"mini"')]
+    messages = [e["message"] for e in raw if e["mini"] == "message"]
+    commands = [a["command"] for m in messages if m["role"] == "assistant" for a in m["extra"]["actions"]]
+    outputs = [m["extra"] for m in messages if m["role"] == "tool"]
+    assert len(commands) == 5 and len(outputs) == 4  # the submitting command has no output of its own
+    s = summarize(r.trace, r.error, budget_tokens=600, patch=r.output.patch)
+    codes = ", ".join(f"#{i + 1}:{o['returncode']}" for i, o in enumerate(outputs)) + ", #5:0"
+    assert f"shell commands: 5 (1 failed); exit codes {codes}" in s
+    assert codes.startswith("#1:0, #2:1, #3:0, #4:0")
+    first_test = outputs[1]["raw_output"]
+    assert "AssertionError: add(2, 3) == -1" in first_test and "  2. bash(command=python3 test_calc.py) -> FAILED (exit 1)" in s
+    last_test = outputs[3]["raw_output"].strip()
+    assert f"last test run (call #4, 2 test runs): `python3 test_calc.py` -> exit 0; output tail: {last_test}" in s
+    assert "diff: 1 file (+1 -1): calc.py" in s and "diff lines: - return a - b ⏎ + return a + b" in s
+    assert raw[-1] == {"mini": "done", "exit_status": "Submitted", "submission": "", "api_calls": 5}
+    assert "submitted after 5 tool calls, the last `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` (exit 0)" in s
+    assert failure_kinds(r.trace, r.error, r.output.patch, gold_files=["calc.py"]) == []
+    assert failure_kinds(r.trace, r.error, r.output.patch, gold_files=["other.py"]) == ["wrong file"]
