@@ -31,6 +31,7 @@ from skillopt.errors import MissingExtra
 from skillopt.harness.agent_common import AgentHarness, AgentRun, AgentTrace
 from skillopt.harness.agent_env import DUMMY_KEY, Endpoint, agent_home, child_env, mentions_skill_file
 from skillopt.harness.base import Limits
+from skillopt.harness.place import HostPlace
 from skillopt.harness.registry import HarnessContext, harness
 from skillopt.models.spec import ModelSpec
 from skillopt.prompts import render
@@ -237,6 +238,8 @@ class MiniSweAgentHarness(AgentHarness):
     async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
         trace: MiniTrace = run.trace  # type: ignore[assignment]
         trace.start(prompt)
+        if run.place is not None and not isinstance(run.place, HostPlace):
+            return trace.fail("mini-swe-agent failed: SetupError: it runs on the host only, not in a task's container")
         spec = self.spec(run, prompt, target, limits, coding=(run.ws / ".git").exists())
         if spec["skill_text"]:
             trace.add(discovery_event(trace.skill, [trace.skill], t=trace.t()))
