@@ -13,8 +13,10 @@ Usage:
                           [--n 4] [--target local:qwen2.5-coder-1.5b] [--timeout 300] [--max-turns 10]
                           [--concurrency 2] [--out perf/results/agents.json]
 
-`lift` (seed vs the trained skill on a sealed test split, paired) needs the training runs of
-`--train`, which this script does not make yet: it is written empty, with a note saying so.
+`--train` also makes one training run per harness and benchmark (`--n` train, validation and sealed
+test tasks, one epoch) and writes `lift`: seed vs best on the test split, paired (`delta`, `ci_low`,
+`ci_high`: the run's own 95% interval) and the lines the accepted edits added. Without it `lift`
+is empty, with a note.
 A row already in the output file for another harness or benchmark is kept (measure one at a time).
 """
 
@@ -97,6 +99,36 @@ def row_of(harness: str, benchmark: str, run: Path, measured: dict) -> dict:
             "run": run.name}
 
 
+def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -> dict:
+    """`--train`: one training run (the embedded model as target and optimizer), seed vs best on its
+    sealed test split: the paired delta with its 95% interval (the run's own `test_delta`), and the
+    lines the accepted edits added to the skill."""
+    import difflib
+
+    run_id = f"agents-{harness}-{benchmark}"
+    argv = skillopt("--runs-dir", str(runs), "run", "--benchmark", benchmark, "--harness", harness,
+                    "--target_model", a.target, "--optimizer_model", a.optimizer or a.target, "--run-id", run_id,
+                    "--epochs", "1", "--train-size", str(a.n), "--val-size", str(a.n), "--test-size", str(a.n),
+                    "--batch-size", str(min(a.n, 4)), "--concurrency", str(a.concurrency),
+                    "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}")
+    m = measure(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)}, timeout=a.n * a.timeout * 12 + 1800)
+    if m.rc != 0:
+        raise SystemExit(f"{harness} on {benchmark}: skillopt run failed ({m.rc}): {m.stderr[-2000:]}")
+    run = runs / run_id
+    summary = json.loads((run / "summary.json").read_text())
+    delta = summary.get("test_delta") or {}
+    seed = (run / "skills" / "v000.md").read_text().splitlines()
+    best = (run / "best_skill.md").read_text().splitlines()
+    added = [ln[1:] for ln in difflib.unified_diff(seed, best, lineterm="", n=0)
+             if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
+    test = (summary.get("scores") or {}).get("seed", {}).get("test") or {}
+    return {"harness": harness, "benchmark": benchmark, "n": test.get("n"), "delta": delta.get("mean"),
+            "ci_low": delta.get("lo"), "ci_high": delta.get("hi"), "accepted_edits": added,
+            "edits_accepted": summary.get("edits_accepted"), "steps": summary.get("steps"),
+            "wins": summary.get("test_wins"), "losses": summary.get("test_losses"), "run_wall_s": m.wall_s,
+            "run": run_id}
+
+
 def _cached_tokens(raw: Path) -> int | None:
     """The prompt tokens the server took from its cache, summed over a mini-swe-agent rollout's calls."""
     total, seen = 0, False
@@ -117,12 +149,15 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--max-turns", type=int, default=10)
     p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
+    p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
     p.add_argument("--out", default=str(REPO / "perf" / "results" / "agents.json"))
     a = p.parse_args()
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
     rows = {(r["harness"], r["benchmark"]): r for r in doc.get("rows", [])}
+    lift = {(r["harness"], r["benchmark"]): r for r in doc.get("lift", [])}
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
         runs = Path(a.keep) if a.keep else Path(tmp)
@@ -134,13 +169,16 @@ def main() -> None:
                 row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns)
                 rows[(harness, benchmark)] = row
                 print(json.dumps(row), flush=True)
+                if a.train:
+                    lift[(harness, benchmark)] = train_run(harness, benchmark, a, runs)
+                    print(json.dumps(lift[(harness, benchmark)]), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    f"({SEED.relative_to(REPO)}); means per scored rollout",
            "command": "python perf/agents.py " + " ".join(sys.argv[1:]),
            "machine": machine(), "took_s": round(time.time() - t0, 1), "rows": list(rows.values()),
-           "lift": doc.get("lift", []),
-           "lift_note": "not measured: `perf/agents.py --train` (seed vs trained skill on a sealed test split) "
-                        "is not written yet"}
+           "lift": list(lift.values())}
+    if not lift:
+        doc["lift_note"] = "not measured: run with --train (a training run per harness and benchmark)"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out} in {doc['took_s']}s")
