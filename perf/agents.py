@@ -17,7 +17,7 @@ Usage:
 test tasks, one epoch) and writes `lift`: seed vs best on the test split, paired (`delta`, `ci_low`,
 `ci_high`: the run's own 95% interval) and the lines the accepted edits added. Without it `lift`
 is empty, with a note.
-A row already in the output file for another harness or benchmark is kept (measure one at a time).
+A row already in the output file for another harness, benchmark or target is kept (measure one at a time).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def eval_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) ->
                     "--split", "test", "--harness", harness, "--target_model", a.target,
                     "--concurrency", str(a.concurrency), "--set", "splits.train=1", "--set", "splits.val=1",
                     "--set", f"splits.test={a.n}", "--set", f"limits.timeout_s={a.timeout}",
-                    "--set", f"limits.max_turns={a.max_turns}")
+                    "--set", f"limits.max_turns={a.max_turns}", "--set", f"limits.max_tokens={a.max_tokens}")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     m = measure(argv, REPO, env, timeout=a.n * a.timeout * 2 + 900)
     if m.rc != 0:
@@ -110,7 +110,8 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
                     "--target_model", a.target, "--optimizer_model", a.optimizer or a.target, "--run-id", run_id,
                     "--epochs", "1", "--train-size", str(a.n), "--val-size", str(a.n), "--test-size", str(a.n),
                     "--batch-size", str(min(a.n, 4)), "--concurrency", str(a.concurrency),
-                    "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}")
+                    "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}",
+                    "--set", f"limits.max_tokens={a.max_tokens}")
     m = measure(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)}, timeout=a.n * a.timeout * 12 + 1800)
     if m.rc != 0:
         raise SystemExit(f"{harness} on {benchmark}: skillopt run failed ({m.rc}): {m.stderr[-2000:]}")
@@ -148,6 +149,7 @@ def main() -> None:
     p.add_argument("--target", default="local:qwen2.5-coder-1.5b")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--max-turns", type=int, default=10)
+    p.add_argument("--max-tokens", type=int, default=1024, help="per model reply")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
@@ -156,8 +158,8 @@ def main() -> None:
     a = p.parse_args()
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
-    rows = {(r["harness"], r["benchmark"]): r for r in doc.get("rows", [])}
-    lift = {(r["harness"], r["benchmark"]): r for r in doc.get("lift", [])}
+    rows = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("rows", [])}
+    lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
         runs = Path(a.keep) if a.keep else Path(tmp)
@@ -166,12 +168,12 @@ def main() -> None:
             for benchmark in a.benchmark.split(","):
                 run, measured = eval_run(harness, benchmark, a, runs)
                 row = row_of(harness, benchmark, run, measured)
-                row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns)
-                rows[(harness, benchmark)] = row
+                row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens)
+                rows[(harness, benchmark, a.target)] = row
                 print(json.dumps(row), flush=True)
                 if a.train:
-                    lift[(harness, benchmark)] = train_run(harness, benchmark, a, runs)
-                    print(json.dumps(lift[(harness, benchmark)]), flush=True)
+                    lift[(harness, benchmark, a.target)] = {**train_run(harness, benchmark, a, runs), "target": a.target}
+                    print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    f"({SEED.relative_to(REPO)}); means per scored rollout",
            "command": "python perf/agents.py " + " ".join(sys.argv[1:]),

@@ -214,7 +214,9 @@ class MiniSweAgentHarness(AgentHarness):
     def spec(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits, coding: bool) -> dict[str, Any]:
         """What the driver runs: the package's config, the skill paragraph, the model, the limits."""
         _, model_name, kwargs = chat_endpoint(target, self.models)
-        kwargs = {**kwargs, "max_tokens": self.opts.output_tokens(limits)}
+        # a reply is one thought and one command: the run's reply cap, not the 8192 of the other agents
+        # (a small local model that rambles would spend minutes of a CPU on one reply)
+        kwargs = {**kwargs, "max_tokens": self.opts.max_output_tokens or limits.max_tokens}
         if limits.temperature is not None:
             kwargs["temperature"] = limits.temperature
         if limits.seed is not None:
