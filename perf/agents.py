@@ -11,7 +11,7 @@ apply, time-out). Writes perf/results/agents.json: `rows` (one per harness and b
 Usage:
     python perf/agents.py [--harness mini-swe-agent,claude-code,codex] [--benchmark swe-local,mbpp]
                           [--n 4] [--target local:qwen2.5-coder-1.5b] [--timeout 300] [--max-turns 10]
-                          [--concurrency 2] [--out perf/results/agents.json]
+                          [--concurrency 2] [--option action_format=text] [--out perf/results/agents.json]
 
 `--train` also makes one training run per harness and benchmark (`--n` train, validation and sealed
 test tasks, one epoch) and writes `lift`: seed vs best on the test split, paired (`delta`, `ci_low`,
@@ -58,7 +58,8 @@ def eval_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) ->
                     "--split", "test", "--harness", harness, "--target_model", a.target,
                     "--concurrency", str(a.concurrency), "--set", "splits.train=1", "--set", "splits.val=1",
                     "--set", f"splits.test={a.n}", "--set", f"limits.timeout_s={a.timeout}",
-                    "--set", f"limits.max_turns={a.max_turns}", "--set", f"limits.max_tokens={a.max_tokens}")
+                    "--set", f"limits.max_turns={a.max_turns}", "--set", f"limits.max_tokens={a.max_tokens}",
+                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")])
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     m = measure(argv, REPO, env, timeout=a.n * a.timeout * 2 + 900)
     if m.rc != 0:
@@ -150,6 +151,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--max-turns", type=int, default=10)
     p.add_argument("--max-tokens", type=int, default=1024, help="per model reply")
+    p.add_argument("--option", action="append", default=[], help="a harness option, KEY=VALUE (repeatable)")
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
@@ -158,7 +160,8 @@ def main() -> None:
     a = p.parse_args()
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
-    rows = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("rows", [])}
+    rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or [])): r
+            for r in doc.get("rows", [])}
     lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
@@ -168,8 +171,9 @@ def main() -> None:
             for benchmark in a.benchmark.split(","):
                 run, measured = eval_run(harness, benchmark, a, runs)
                 row = row_of(harness, benchmark, run, measured)
-                row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens)
-                rows[(harness, benchmark, a.target)] = row
+                row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
+                           options=a.option)
+                rows[(harness, benchmark, a.target, ",".join(a.option))] = row
                 print(json.dumps(row), flush=True)
                 if a.train:
                     lift[(harness, benchmark, a.target)] = {**train_run(harness, benchmark, a, runs), "target": a.target}

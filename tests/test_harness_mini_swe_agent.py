@@ -125,6 +125,8 @@ async def test_step_limit_and_format_errors_end_as_failed_rollouts(tmp_path):
         r, _ = await rollout(srv, tmp_path)
     assert r.error and "no valid action" in r.error and r.error_kind == "agent"
     assert len([e for e in r.trace if isinstance(e, ErrorEvent) and e.message.startswith("format error")]) == 3
+    said = [e.text for e in r.trace if isinstance(e, MessageEvent) and e.role == "assistant"]
+    assert said == ["I think the answer is 42."] * 3  # the rejected replies stay in the trace
     with FakeModelServer(steps("echo again")) as srv:
         r, _ = await rollout(srv, tmp_path / "limit", limits=Limits(timeout_s=90, max_turns=3))
     assert r.error and "stopped after 3 model calls (max_turns)" in r.error
@@ -206,3 +208,20 @@ async def test_summary_holds_against_the_raw_trace_it_came_from(tmp_path):
     assert "submitted after 5 tool calls, the last `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` (exit 0)" in s
     assert failure_kinds(r.trace, r.error, r.output.patch, gold_files=["calc.py"]) == []
     assert failure_kinds(r.trace, r.error, r.output.patch, gold_files=["other.py"]) == ["wrong file"]
+
+
+async def test_text_actions_with_the_packages_textbased_config(tmp_path):
+    """`action_format=text`: mini_textbased.yaml, one fenced `mswea_bash_command` block a reply, no tools."""
+    def fenced(req: FakeRequest) -> FakeReply:
+        command = f"cat {skill_path(req)}" if not any(m.role == "user" and "<returncode>" in m.text
+                                                      for m in req.messages) else f"{SUBMIT} && echo 'Answer: 42'"
+        return FakeReply(text=f"THOUGHT: next.\n\n```mswea_bash_command\n{command}\n```")
+
+    with FakeModelServer(fenced) as srv:
+        r, _ = await rollout(srv, tmp_path, action_format="text")
+    assert r.error is None, r.error
+    assert r.output.text == "Answer: 42" and not srv.calls[0].tools
+    assert [e.how for e in r.trace if isinstance(e, SkillUsedEvent)] == ["read SKILL.md (bash)"]
+    calls = [e for e in r.trace if isinstance(e, ToolCallEvent)]
+    results = {e.id: e for e in r.trace if isinstance(e, ToolResultEvent)}
+    assert len(calls) == 2 and "name: mathy" in results[calls[0].id].output

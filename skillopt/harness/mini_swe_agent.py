@@ -79,6 +79,8 @@ class MiniTrace(AgentTrace):
         elif role == "user" and extra.get("interrupt_type") == "FormatError":
             self._calls += 1
             self._count_call(extra)
+            if str(extra.get("model_reply") or "").strip():  # what the model said instead of an action
+                self.add(MessageEvent(t=self.t(), role="assistant", text=extra["model_reply"]))
             self.add(ErrorEvent(t=self.t(), message=f"format error (no valid action): {content.strip()[:300]}"))
         elif role == "exit":
             self.exit_status = str(extra.get("exit_status") or "")
@@ -230,7 +232,8 @@ class MiniSweAgentHarness(AgentHarness):
             skill_text = render("mini_swe_skill.md.j2", path=skill_path, folder=f"{self.skill_dir}/{skill.name}/",
                                 description=skill.description.strip(), coding=coding)
         home = agent_home(run.ws) / "mini-swe-agent"
-        return {"config": "mini_textbased.yaml" if self.opts.action_format == "text" else "mini.yaml",
+        text = self.opts.action_format == "text"
+        return {"config": "mini_textbased.yaml" if text else "mini.yaml", "text_actions": text,
                 "task": prompt, "skill_text": skill_text, "model_name": self.opts.model and f"openai/{self.opts.model}"
                 or model_name, "model_kwargs": {k: v for k, v in kwargs.items() if v is not None},
                 "step_limit": self.opts.turns(limits), "cwd": run.cwd,

@@ -39,7 +39,10 @@ def _slim(message: dict) -> dict:
         extra["usage"] = {"prompt_tokens": usage.get("prompt_tokens") or 0,
                           "completion_tokens": usage.get("completion_tokens") or 0,
                           "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0}
-        extra["finish_reason"] = ((response.get("choices") or [{}])[0] or {}).get("finish_reason")
+        choice = (response.get("choices") or [{}])[0] or {}
+        extra["finish_reason"] = choice.get("finish_reason")
+        if extra.get("interrupt_type") == "FormatError":  # the reply it rejected is in no other message
+            extra["model_reply"] = str((choice.get("message") or {}).get("content") or "")[:4000]
     if isinstance(extra.get("traceback"), str):
         extra["traceback"] = extra["traceback"][-2000:]
     out["extra"] = extra
