@@ -82,6 +82,7 @@ def plugin_callables(group: str, kind: str, known: Callable[[str], bool]) -> Ite
 
 def _builtins() -> None:
     import skillopt.benchmarks.builtin  # noqa: F401  (registers the built-ins)
+    import skillopt.benchmarks.builtin_more  # noqa: F401
 
 
 def is_jsonl_path(name_or_path: str | Path) -> bool:
