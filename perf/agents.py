@@ -164,6 +164,7 @@ def main() -> None:
             for r in doc.get("rows", [])}
     lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
     t0 = time.time()
+    command = "python perf/agents.py " + " ".join(x for x in sys.argv[1:] if not x.startswith("--keep"))
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
         runs = Path(a.keep) if a.keep else Path(tmp)
         runs.mkdir(parents=True, exist_ok=True)
@@ -172,7 +173,7 @@ def main() -> None:
                 run, measured = eval_run(harness, benchmark, a, runs)
                 row = row_of(harness, benchmark, run, measured)
                 row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
-                           options=a.option)
+                           options=a.option, command=command, date=machine()["date"])
                 rows[(harness, benchmark, a.target, ",".join(a.option))] = row
                 print(json.dumps(row), flush=True)
                 if a.train:
@@ -180,9 +181,8 @@ def main() -> None:
                     print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    f"({SEED.relative_to(REPO)}); means per scored rollout",
-           "command": "python perf/agents.py " + " ".join(sys.argv[1:]),
-           "machine": machine(), "took_s": round(time.time() - t0, 1), "rows": list(rows.values()),
-           "lift": list(lift.values())}
+           "command": command, "machine": machine(), "took_s": round(time.time() - t0, 1),
+           "rows": list(rows.values()), "lift": list(lift.values()), "notes": doc.get("notes", [])}
     if not lift:
         doc["lift_note"] = "not measured: run with --train (a training run per harness and benchmark)"
     out.parent.mkdir(parents=True, exist_ok=True)
