@@ -4,7 +4,8 @@ Two blocks of README.md are rewritten from the result files: between `<!-- perf:
 `<!-- perf:end -->` the performance figures (peers.json, scale.json, local_model.json,
 ray_scaling.json), between `<!-- quality:begin -->` and `<!-- quality:end -->` the learning figures
 (quality.json, gate_sim.json), between `<!-- suite:begin -->` and `<!-- suite:end -->` the development
-suite (suite.json, perf/readme_suite.py). A file that is missing leaves its part out. `--check` exits 1 when
+suite (suite.json, perf/readme_suite.py), between `<!-- agents:begin -->` and `<!-- agents:end -->` the
+agent harnesses (agents.json, perf/readme_agents.py). A file that is missing leaves its part out. `--check` exits 1 when
 the README is not what the results give (nothing is written).
 
 Usage: python perf/readme.py [--check]
@@ -449,9 +450,11 @@ def main() -> None:
     args = ap.parse_args()
     readme = REPO / "README.md"
     text = new = readme.read_text(encoding="utf-8")
+    from readme_agents import render_agents
     from readme_suite import render_suite
 
-    for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(load("suite")))):
+    for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(load("suite"))),
+                      ("agents", lambda: render_agents(load("agents")))):
         begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
         if begin not in new or end not in new:
             sys.exit(f"README.md has no {begin} ... {end} section")

@@ -24,7 +24,7 @@ def show(
     config: Path = typer.Option(None, "--config", show_default="none", help="YAML config file."),
     overrides: list[str] = typer.Option(None, "--set", show_default="none", help="Dotted override, repeatable."),
     benchmark: str = typer.Option(None, "--benchmark", "-b", show_default="gsm8k", help="Benchmark name or .jsonl path."),
-    harness: str = typer.Option(None, "--harness", show_default="chat", help="chat | claude-code | codex"),
+    harness: str = typer.Option(None, "--harness", show_default="chat", help="chat | claude-code | codex | mini-swe-agent"),
     target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="see run --help",
                                      help="Model spec of the agent."),
     optimizer_model: str = typer.Option(None, "--optimizer-model", "--optimizer_model", show_default="see run --help",

@@ -137,7 +137,8 @@ def print_summary(s: RunSummary) -> None:
         out.print(f"{s.status}: {s.stop_reason}", markup=False)
 
 
-EXPORT_FOR = {"claude-code": "claude-skill", "codex": "codex-skill"}
+EXPORT_FOR = {"claude-code": "claude-skill", "codex": "codex-skill", "mini-swe-agent": "claude-skill"}
+SKILL_FOLDER = {"claude-code": ".claude/skills", "codex": ".agents/skills", "mini-swe-agent": ".agents/skills"}
 
 
 def next_commands(s: RunSummary, runs_dir: Path) -> list[str]:
@@ -150,7 +151,7 @@ def next_commands(s: RunSummary, runs_dir: Path) -> list[str]:
     if s.status == "failed":
         return [f"skillopt runs show {rid}{rd}", f"skillopt traces show {rid} TASK{rd}"]
     fmt = EXPORT_FOR.get(s.harness, "agents-md")
-    where = {"claude-skill": ".claude/skills", "codex-skill": ".agents/skills"}.get(fmt, "skills-out")
+    where = SKILL_FOLDER.get(s.harness, "skills-out")
     return [f"skillopt report {rid}{rd} -o {rid}.html",
             f"skillopt compare {rid}:seed {rid}:best --diff{rd}",
             f"skillopt export {rid}{rd} --format {fmt} -o {where}"]

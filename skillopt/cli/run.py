@@ -35,7 +35,7 @@ Example: skillopt run --benchmark gsm8k --harness chat --target-model openai:gpt
 def run(
     benchmark: str = typer.Option(None, "--benchmark", "-b", show_default=shown("benchmark"),
                                   help="Benchmark name (case-insensitive) or a QA .jsonl path."),
-    harness: str = typer.Option(None, "--harness", show_default=shown("harness"), help="chat | claude-code | codex"),
+    harness: str = typer.Option(None, "--harness", show_default=shown("harness"), help="chat | claude-code | codex | mini-swe-agent"),
     target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="see below",
                                      help="Model spec of the agent, e.g. openai:gpt-5-mini. " + MODEL_DEFAULTS),
     optimizer_model: str = typer.Option(None, "--optimizer-model", "--optimizer_model", show_default="see --target-model",
@@ -113,7 +113,7 @@ def eval_(
     benchmark: str = typer.Option(None, "--benchmark", "-b", show_default="the run's, else gsm8k",
                                   help="Benchmark name or a QA .jsonl path."),
     split: str = typer.Option("test", "--split", help="train | val | test | all"),
-    harness: str = typer.Option(None, "--harness", show_default="the run's, else chat", help="chat | claude-code | codex"),
+    harness: str = typer.Option(None, "--harness", show_default="the run's, else chat", help="chat | claude-code | codex | mini-swe-agent"),
     target_model: str = typer.Option(None, "--target-model", "--target_model", show_default="the run's",
                                      help="Model spec of the agent."),
     trials: int = typer.Option(None, "--trials", show_default="1", help="Rollouts per task."),

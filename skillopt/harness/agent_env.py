@@ -45,7 +45,8 @@ class AgentOptions(BaseModel):
     sandbox: Literal["auto", "read-only", "workspace-write", "danger-full-access"] = "auto"
     max_turns: int | None = Field(None, ge=1)
     timeout_s: float | None = Field(None, gt=0)
-    # per model reply; default max(limits.max_tokens, 8192). Codex has no such setting: it is applied
+    # per model reply; default max(limits.max_tokens, 8192) (mini-swe-agent: limits.max_tokens). Codex has no
+    # such setting: it is applied
     # only to a local target (its server's cap for requests without one)
     max_output_tokens: int | None = Field(None, ge=1)
     reasoning_effort: str | None = None  # claude: --effort; codex: model_reasoning_effort
@@ -54,6 +55,8 @@ class AgentOptions(BaseModel):
     stream_idle_timeout_s: float = Field(120.0, gt=0)
     nudge_empty: bool = True  # retry once with a nudge when the final answer is empty
     env: dict[str, str] = {}  # extra environment variables for the agent process
+    # mini-swe-agent: actions as bash tool calls (its mini.yaml) or fenced blocks (mini_textbased.yaml)
+    action_format: Literal["toolcall", "text"] = "toolcall"
     sandbox_paths: tuple[str, ...] = ()  # more paths the sandbox shows the agent, read-only (a toolchain)
 
     @field_validator("allowed_tools", "disallowed_tools", "tools", "sandbox_paths", mode="before")

@@ -1,3 +1,3 @@
 """Import the built-in harnesses so they register. Agent harnesses import their SDKs lazily."""
 
-from skillopt.harness import chat, claude_code, codex  # noqa: F401
+from skillopt.harness import chat, claude_code, codex, mini_swe_agent  # noqa: F401

@@ -2,7 +2,8 @@
 
 A summary says, in this order: whether the agent discovered and used the skill; turns, tool calls
 and tokens; every tool call in order with its status (head/tail excerpts of its output, longer for
-failures); the error lines; and the final answer's shape (length, lines, last line) with an excerpt.
+failures); the error lines; for agent rollouts, exit codes, the last test run, the diff and where the
+agent stopped (`outcome.py`); and the final answer's shape (length, lines, last line) with an excerpt.
 When the text is over budget, excerpts shrink first, then the middle tool calls are elided (failed
 ones are kept longest), so the start, the end and the failures stay visible.
 """
@@ -13,6 +14,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from skillopt.traces.outcome import exit_code, outcome_lines
 from skillopt.traces.events import (
     ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent,
 )
@@ -91,7 +93,9 @@ def _stats_line(calls: list[ToolCallEvent], failed: int, usage: list[UsageEvent]
 
 def _step(i: int, call: ToolCallEvent, res: ToolResultEvent | None, fail_n: int, ok_n: int, arg_n: int,
           loads_skill: bool = False) -> list[str]:
-    status = " -> no result" if res is None else (" -> FAILED" if res.is_error else " -> ok")
+    code = exit_code(res, shell=False)  # only where the output says it
+    status = " -> no result" if res is None else (" -> FAILED" if res.is_error else " -> ok") + (
+        f" (exit {code})" if code is not None else "")
     lines = [f"  {i}. {call.name}({_tool_input(call.input, arg_n)}){status}" + (" (loads the skill)" if loads_skill else "")]
     if res is not None and res.output.strip() and (res.is_error or not loads_skill):  # the optimizer knows the skill
         size = fail_n if res.is_error else ok_n
@@ -111,8 +115,13 @@ def _final_lines(final: str, room: int) -> list[str]:
     return lines
 
 
-def summarize(events: list[TraceEvent], error: str | None = None, budget_tokens: int = 400) -> str:
-    """A compact, faithful account of one rollout, at most `budget_tokens * 4` characters."""
+def summarize(events: list[TraceEvent], error: str | None = None, budget_tokens: int = 400,
+              patch: str | None = None) -> str:
+    """A compact, faithful account of one rollout, at most `budget_tokens * 4` characters.
+
+    For an agent rollout it also says what the optimizer can act on (`outcome.outcome_lines`): the
+    shell commands' exit codes, the last test run with its output's tail, the diff (`patch`, of a
+    coding task) and where the agent stopped and why."""
     limit = max(200, budget_tokens * CHARS_PER_TOKEN)
     calls = [e for e in events if isinstance(e, ToolCallEvent)]
     results = {e.id: e for e in events if isinstance(e, ToolResultEvent)}
@@ -129,6 +138,7 @@ def summarize(events: list[TraceEvent], error: str | None = None, budget_tokens:
     tail = [f"error: {_one_line(m, 200)}" for m in errors[:3]]
     if len(errors) > 3:
         tail.append(f"(+{len(errors) - 3} more errors)")
+    tail += outcome_lines(events, error, patch, limit)
     tail += _final_lines(final, min(600, max(160, limit // 4)))
 
     def assemble(step_lines: list[str]) -> str:

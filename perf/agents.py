@@ -1,0 +1,194 @@
+"""Agent harnesses on coding benchmarks with the embedded models (no key): how the seed skill does.
+
+For each harness and benchmark, `skillopt eval` scores the seed skill on `--n` test tasks through the
+real CLI (the real agent, the embedded llama.cpp model, bubblewrap, the relay), then this script reads
+the eval run's record: solve rate, the share of rollouts that loaded the skill, turns, prompt and
+generated tokens (and the prompt tokens the server reused from its cache, where the agent's log
+has them: mini-swe-agent), wall per rollout, and the failure kinds read from the traces
+(`skillopt.traces.outcome.failure_kinds`: no tool call, wrong file, tests never run, edit did not
+apply, time-out). Writes perf/results/agents.json: `rows` (one per harness and benchmark) and `lift`.
+
+Usage:
+    python perf/agents.py [--harness mini-swe-agent,claude-code,codex] [--benchmark swe-local,mbpp]
+                          [--n 4] [--target local:qwen2.5-coder-1.5b] [--timeout 300] [--max-turns 10]
+                          [--concurrency 2] [--option action_format=text] [--out perf/results/agents.json]
+
+`--train` also makes one training run per harness and benchmark (`--n` train, validation and sealed
+test tasks, one epoch) and writes `lift`: seed vs best on the test split, paired (`delta`, `ci_low`,
+`ci_high`: the run's own 95% interval) and the lines the accepted edits added. Without it `lift`
+is empty, with a note.
+A row already in the output file for another harness, benchmark or target is kept (measure one at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from perf.common import machine, measure, skillopt  # noqa: E402
+
+SEED = REPO / "skills" / "default" / "SKILL.md"
+CODE_SOLUTION = "solution.py"  # what the code benchmarks grade (skillopt.benchmarks.code)
+
+
+def gold_files(benchmark: str) -> dict[str, list[str]]:
+    """Per task id, the files the reference fix changes (for "wrong file")."""
+    from skillopt.traces.outcome import diff_files
+
+    if benchmark == "swe-local":
+        from skillopt.benchmarks.swe_local import SHIPPED_TASKS
+
+        rows = [json.loads(x) for x in SHIPPED_TASKS.read_text().splitlines() if x.strip()]
+        return {r["instance_id"]: diff_files(r["patch"]) for r in rows}
+    return {}
+
+
+def eval_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -> tuple[Path, dict]:
+    argv = skillopt("--runs-dir", str(runs), "eval", "--skill", str(SEED), "--benchmark", benchmark,
+                    "--split", "test", "--harness", harness, "--target_model", a.target,
+                    "--concurrency", str(a.concurrency), "--set", "splits.train=1", "--set", "splits.val=1",
+                    "--set", f"splits.test={a.n}", "--set", f"limits.timeout_s={a.timeout}",
+                    "--set", f"limits.max_turns={a.max_turns}", "--set", f"limits.max_tokens={a.max_tokens}",
+                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    m = measure(argv, REPO, env, timeout=a.n * a.timeout * 2 + 900)
+    if m.rc != 0:
+        raise SystemExit(f"{harness} on {benchmark}: skillopt eval failed ({m.rc}): {m.stderr[-2000:]}")
+    run = max((p for p in runs.iterdir() if p.name.startswith("eval-")), key=lambda p: p.stat().st_mtime)
+    return run, {"wall_s": m.wall_s, "cpu_s": m.cpu_s}
+
+
+def row_of(harness: str, benchmark: str, run: Path, measured: dict) -> dict:
+    from skillopt.traces.events import UsageEvent, parse_event
+    from skillopt.traces.outcome import failure_kinds
+
+    gold = gold_files(benchmark)
+    records = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines() if x.strip()]
+    scored = [r for r in records if r.get("error_kind") != "infra"]
+    kinds: Counter[str] = Counter()
+    turns, cached = [], []
+    for r in scored:
+        events = [parse_event(x) for x in (run / r["trace_file"]).read_text().splitlines() if x.strip()]
+        turns.append(sum(e.turns or 0 for e in events if isinstance(e, UsageEvent)))
+        files = gold.get(r["task_id"]) or ([CODE_SOLUTION] if benchmark != "swe-local" else [])
+        kinds.update(failure_kinds(events, r.get("error"), r.get("patch"), files))
+        raw = run / r["trace_file"].removesuffix(".jsonl")
+        raw = raw.with_name(raw.name + ".raw.log")
+        if raw.is_file():
+            cached.append(_cached_tokens(raw))
+    mean = (lambda xs: round(statistics.fmean(xs), 3) if xs else None)
+    loaded = [r["skill_used"] for r in scored if r.get("skill_used") is not None]
+    return {"harness": harness, "benchmark": benchmark, "n": len(scored),
+            "seed_solve": mean([r["hard"] for r in scored]),
+            "skill_loaded": mean([1.0 if x else 0.0 for x in loaded]),
+            "turns": mean(turns), "prompt_tokens": mean([r["input_tokens"] for r in scored]),
+            "completion_tokens": mean([r["output_tokens"] for r in scored]),
+            "cached_prompt_tokens": mean([c for c in cached if c is not None]),
+            "wall_s": mean([r["duration_s"] for r in scored]),
+            "failure_kinds": dict(sorted(kinds.items())),
+            "errored": len(records) - len(scored), "eval_wall_s": measured["wall_s"], "eval_cpu_s": measured["cpu_s"],
+            "run": run.name}
+
+
+def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -> dict:
+    """`--train`: one training run (the embedded model as target and optimizer), seed vs best on its
+    sealed test split: the paired delta with its 95% interval (the run's own `test_delta`), and the
+    lines the accepted edits added to the skill."""
+    import difflib
+
+    run_id = f"agents-{harness}-{benchmark}"
+    argv = skillopt("--runs-dir", str(runs), "run", "--benchmark", benchmark, "--harness", harness,
+                    "--target_model", a.target, "--optimizer_model", a.optimizer or a.target, "--run-id", run_id,
+                    "--epochs", "1", "--train-size", str(a.n), "--val-size", str(a.n), "--test-size", str(a.n),
+                    "--batch-size", str(min(a.n, 4)), "--concurrency", str(a.concurrency),
+                    "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}",
+                    "--set", f"limits.max_tokens={a.max_tokens}")
+    m = measure(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)}, timeout=a.n * a.timeout * 12 + 1800)
+    if m.rc != 0:
+        raise SystemExit(f"{harness} on {benchmark}: skillopt run failed ({m.rc}): {m.stderr[-2000:]}")
+    run = runs / run_id
+    summary = json.loads((run / "summary.json").read_text())
+    delta = summary.get("test_delta") or {}
+    seed = (run / "skills" / "v000.md").read_text().splitlines()
+    best = (run / "best_skill.md").read_text().splitlines()
+    added = [ln[1:] for ln in difflib.unified_diff(seed, best, lineterm="", n=0)
+             if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
+    test = (summary.get("scores") or {}).get("seed", {}).get("test") or {}
+    return {"harness": harness, "benchmark": benchmark, "n": test.get("n"), "delta": delta.get("mean"),
+            "ci_low": delta.get("lo"), "ci_high": delta.get("hi"), "accepted_edits": added,
+            "edits_accepted": summary.get("edits_accepted"), "steps": summary.get("steps"),
+            "wins": summary.get("test_wins"), "losses": summary.get("test_losses"), "run_wall_s": m.wall_s,
+            "run": run_id}
+
+
+def _cached_tokens(raw: Path) -> int | None:
+    """The prompt tokens the server took from its cache, summed over a mini-swe-agent rollout's calls."""
+    total, seen = 0, False
+    for line in raw.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith('{"mini"'):
+            usage = ((json.loads(line).get("message") or {}).get("extra") or {}).get("usage")
+            if usage:
+                seen, total = True, total + int(usage.get("cached_tokens") or 0)
+    return total if seen else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--harness", default="mini-swe-agent,claude-code,codex")
+    p.add_argument("--benchmark", default="swe-local,mbpp")
+    p.add_argument("--n", type=int, default=4)
+    p.add_argument("--target", default="local:qwen2.5-coder-1.5b")
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--max-turns", type=int, default=10)
+    p.add_argument("--max-tokens", type=int, default=1024, help="per model reply")
+    p.add_argument("--option", action="append", default=[], help="a harness option, KEY=VALUE (repeatable)")
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
+    p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
+    p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
+    p.add_argument("--out", default=str(REPO / "perf" / "results" / "agents.json"))
+    a = p.parse_args()
+    out = Path(a.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {}
+    rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or [])): r
+            for r in doc.get("rows", [])}
+    lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
+    t0 = time.time()
+    command = "python perf/agents.py " + " ".join(x for x in sys.argv[1:] if not x.startswith("--keep"))
+    with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
+        runs = Path(a.keep) if a.keep else Path(tmp)
+        runs.mkdir(parents=True, exist_ok=True)
+        for harness in a.harness.split(","):
+            for benchmark in a.benchmark.split(","):
+                run, measured = eval_run(harness, benchmark, a, runs)
+                row = row_of(harness, benchmark, run, measured)
+                row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
+                           options=a.option, command=command, date=machine()["date"])
+                rows[(harness, benchmark, a.target, ",".join(a.option))] = row
+                print(json.dumps(row), flush=True)
+                if a.train:
+                    lift[(harness, benchmark, a.target)] = {**train_run(harness, benchmark, a, runs), "target": a.target}
+                    print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
+    doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
+                   f"({SEED.relative_to(REPO)}); means per scored rollout",
+           "command": command, "machine": machine(), "took_s": round(time.time() - t0, 1),
+           "rows": list(rows.values()), "lift": list(lift.values()), "notes": doc.get("notes", [])}
+    if not lift:
+        doc["lift_note"] = "not measured: run with --train (a training run per harness and benchmark)"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out} in {doc['took_s']}s")
+
+
+if __name__ == "__main__":
+    main()
