@@ -187,7 +187,7 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     runs = Path(runs_dir)
     if runs.exists() and not runs.is_dir():
         raise BadInput(f"runs_dir {runs} is a file, not a folder")
-    base = [RunStore.open(runs, resume).read_config().layer()] if resume else []
+    base = [RunStore.open(runs, resume).read_config().layer()] if resume is not None else []
     got = _inputs(benchmark, tasks, scorer, skill, config, preset, set, env, settings, base)
     trackers = []
     if track:

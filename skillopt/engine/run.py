@@ -24,6 +24,7 @@ from skillopt.engine.setup import (
 from skillopt.engine.usage import record_calls, recorded_usage
 from skillopt.errors import BadInput, BudgetExceeded, RunFailed
 from skillopt.models import ProviderEnv
+from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
 from skillopt.stats import paired_difference_interval
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
@@ -37,7 +38,8 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
     `benchmark`: one built in Python (tasks and a scorer) instead of `cfg.benchmark` by name;
     `seed`: the seed skill itself instead of `cfg.seed_skill` (a path)."""
     specs = resolve_specs(cfg, env)
-    run_id = check_run_id(resume or cfg.run_id or new_run_id(cfg.benchmark))
+    given = resume if resume is not None else cfg.run_id
+    run_id = check_run_id(given if given is not None else new_run_id(cfg.benchmark))
     with open_benchmark(cfg, benchmark) as benchmark:
         seed = seed_skill(cfg, seed)
         check_splits(cfg, benchmark, ("train", "val"))
@@ -60,11 +62,11 @@ def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | N
     state = store.read_state()
     if state is not None and state.fingerprint != settings.fingerprint(cfg.splits):
         store.unlock()
-        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config().layer(), cfg)}")
+        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config().layer(), cfg, store)}")
     return store, state
 
 
-def _why_different(saved: dict, cfg: RunConfig) -> str:
+def _why_different(saved: dict, cfg: RunConfig, store: RunStore) -> str:
     """Why a resume's settings differ from the run's, in words the user can act on."""
     given = cfg.model_dump(mode="json")
     hidden = masked_paths({k: given.get(k) for k in SCORING_SECTIONS})  # still the saved placeholder
@@ -76,6 +78,12 @@ def _why_different(saved: dict, cfg: RunConfig) -> str:
     if changed:
         return (f"its {', '.join(changed)} differ from this command's; resume with the run's own settings "
                 f"(see its config.yaml)")
+    made = store.rollouts()  # config.yaml edited by hand: the rollouts still say what the run used
+    for field, now_value in (("target_model", str(parse_model_spec(cfg.target_model))), ("harness", cfg.harness)):
+        used = {r.model if field == "target_model" else r.harness for r in made}
+        if used and now_value not in used:
+            return (f"its {field} is {now_value} but its rollouts were made with {', '.join(sorted(used))}: was "
+                    f"config.yaml edited? put {field} back (or start a new run)")
     return "the benchmark data or its scorer changed since the run started; start a new run"
 
 
@@ -92,6 +100,9 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
     meter = parts.meter
     meter.restore(recorded_usage(store))  # what the run recorded, not its last checkpoint
     record_calls(meter, store)
+    if bad := store.unreadable_rollout_lines:
+        emit(Note(f"warning: {len(bad)} line(s) of rollouts.jsonl cannot be read and are skipped (line "
+                  f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''}): those rollouts run again"))
     summary = store.read_summary()
     started = summary.started_at if summary else now()
     if warning := gate_size_warning(cfg, benchmark):
@@ -148,7 +159,9 @@ def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
 
     if can_accept(pairs):
         return None
-    need = next(n for n in range(pairs + 1, 200) if can_accept(n))
+    need = next((n for n in range(pairs + 1, 200) if can_accept(n)), None)
+    if need is None:
+        return f"warning: the gate (alpha {g.alpha}) cannot accept any candidate with under 200 validation pairs"
     return (f"warning: the validation split has {pairs} paired observation(s): the gate (alpha {g.alpha}) cannot "
             f"accept any candidate with fewer than {need}; use --val-size {-(-need // g.trials)} or more "
             "(20+ recommended)")

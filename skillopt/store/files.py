@@ -129,17 +129,20 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 continue
 
 
-def read_records(path: Path, model: type[M]) -> Iterator[M]:
+def read_records(path: Path, model: type[M], skipped: list[int] | None = None) -> Iterator[M]:
     """The complete records of an append-only log as `model`s (parsed by pydantic from the JSON text,
-    the fast path for big logs), skipping torn or foreign lines."""
+    the fast path for big logs), skipping torn or foreign lines. `skipped` receives the (1-based)
+    numbers of complete lines that could not be read: not a torn last line, which a crash leaves."""
     if not path.exists():
         return
     with open(path, "rb") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             if line.strip():
                 try:
                     yield model.model_validate_json(line)
                 except ValidationError:
+                    if skipped is not None and line.endswith(b"\n"):
+                        skipped.append(n)
                     continue
 
 
