@@ -110,6 +110,9 @@ def _skill(skill: Skill | PathLike | None) -> tuple[Skill | None, str | None]:
     if skill is None or isinstance(skill, Skill):
         return skill, None
     text = str(skill)
+    if not text.strip():
+        raise BadInput("bad setting seed_skill: the skill is empty; give a SKILL.md path (or leave it out for the "
+                       "benchmark's own)")
     if text.lstrip().startswith("---"):
         return Skill.parse(text, "the skill text"), None
     return None, text

@@ -47,7 +47,7 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
     run_id = check_run_id(cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     check_skill_name(ref.skill)
     with open_benchmark(cfg, benchmark) as benchmark:
-        check_splits(cfg, benchmark, (split,))
+        check_splits(cfg, benchmark, (split,), sizes_by_flag=False)
         parts = build_parts(cfg, benchmark, env, None)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
             store = RunStore.create(runs_dir, run_id, lock=True)

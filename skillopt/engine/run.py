@@ -74,7 +74,7 @@ def _why_different(saved: dict, cfg: RunConfig, store: RunStore) -> str:
         return (f"its settings hold secrets that were not saved ({', '.join(hidden)}): give them again, as when "
                 f"the run started (--set {hidden[0]}=..., or the same flag)")
     now_cfg = redacted(cfg)
-    changed = [k for k in (*SCORING_SECTIONS, "gate") if k != "train" and saved.get(k) != now_cfg.get(k)]
+    changed = [k for k in dict.fromkeys((*SCORING_SECTIONS, "gate")) if k != "train" and saved.get(k) != now_cfg.get(k)]
     if changed:
         return (f"its {', '.join(changed)} differ from this command's; resume with the run's own settings "
                 f"(see its config.yaml)")

@@ -47,12 +47,20 @@ class StructuredFailure(BaseModel):
     transient: bool = False  # the call itself failed after its retries (a later try may succeed)
 
 
+def _local_default() -> str:
+    from skillopt.models.defaults import LOCAL_TARGET
+
+    return LOCAL_TARGET
+
+
 def check_credentials(spec: ModelSpec, env: ProviderEnv) -> None:
     """Fail before any call when the key a spec needs is missing (names the variable)."""
     if spec.provider == "openai" and not env.openai_api_key and not spec.base_url:
-        raise BadInput(f"{spec} needs an OpenAI key: set OPENAI_API_KEY (or use local:qwen2.5-coder-0.5b)")
+        raise BadInput(f"{spec} needs an OpenAI key: set OPENAI_API_KEY (or leave the model out for the embedded "
+                       f"{_local_default()})")
     if spec.provider == "anthropic" and not env.anthropic_api_key and not spec.base_url:
-        raise BadInput(f"{spec} needs an Anthropic key: set ANTHROPIC_API_KEY (or use local:qwen2.5-coder-0.5b)")
+        raise BadInput(f"{spec} needs an Anthropic key: set ANTHROPIC_API_KEY (or leave the model out for the "
+                       f"embedded {_local_default()})")
     if spec.provider == "azure" and not (spec.base_url or env.azure_openai_endpoint):
         raise BadInput(f"{spec} needs an Azure endpoint: set AZURE_OPENAI_ENDPOINT (and AZURE_OPENAI_API_KEY)")
     if spec.provider == "local":
