@@ -49,8 +49,27 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
             store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
             try:
                 return _train(cfg, store, state, seed, env, listeners, specs, benchmark, parts, executor)
+            except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM at the CLI edge: state saved, resumable
+                _mark_interrupted(store, cfg, parts.settings, seed)
+                e.add_note(f"state saved; continue with: skillopt run --resume {store.run_id}")
+                raise
             finally:
                 store.unlock()
+
+
+def _mark_interrupted(store: RunStore, cfg: RunConfig, settings: Settings, seed: Skill) -> None:
+    """An interruption at any moment, even before the first step: the run's checkpoint says
+    `stopped` (interrupted), never `running` or `new` forever; a resume continues it."""
+    state = store.read_state()
+    if state is None:
+        if not (store.root / "config.yaml").exists():
+            store.write_config(StoredConfig.of(cfg))
+        if not store.versions():
+            store.add_version(seed, parent=None, origin="seed", status="seed")
+        state = RunState(run_id=store.run_id, fingerprint=settings.fingerprint(cfg.splits))
+    if state.status in ("running", "stopped"):
+        state.status, state.stop_reason = "stopped", "interrupted"
+        store.write_state(state)
 
 
 def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | None,
@@ -130,6 +149,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         except KeyboardInterrupt:
             state.status, state.stop_reason = "stopped", "interrupted"
             trainer.checkpoint()
+            store.write_summary(build_summary(trainer, benchmark, started))  # views show the scores it has
             raise
     trainer.checkpoint()
     summary = build_summary(trainer, benchmark, started)
