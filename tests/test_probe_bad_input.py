@@ -129,6 +129,8 @@ CASES |= {
     "unknown harness mode": (_run("--harness", "claude-code", "--target-model", "anthropic:m@http://127.0.0.1:9",
                                   "--harness-mode", "telepathy", "--no-sandbox"), "'mode'"),
     "unknown preset": (_run("--preset", "huge"), "huge"),
+    "unknown progress": (_run("--progress", "fancy"), "fancy"),
+    "eval unknown progress": (_eval("--progress", "bars"), "bars"),
     "empty target model": (_run("--target-model", ""), "target_model"),
     "blank target model": (_run("--target-model", "  "), "target_model"),
     "empty optimizer model": (_run("--optimizer-model", ""), "optimizer_model"),

@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from skillopt.cli.app import EXIT_FAILED, EXIT_STOPPED, Globals, app, console, load_env, out
-from skillopt.cli.progress import ProgressView, print_next_steps, print_summary
+from skillopt.cli.progress import print_next_steps, print_summary
+from skillopt.cli.progress_plain import progress_view
 from skillopt.config import FLAG_SETTINGS, PRESETS, default_of
 
 
@@ -79,10 +80,12 @@ def run(
     executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
     ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
+    progress: str = typer.Option("auto", "--progress", help="plain (log lines: a line per phase and every tenth of it "
+                                 "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
 ) -> None:
     from skillopt.api import train
 
-    view = ProgressView(Globals.verbose)
+    view = progress_view(progress, Globals.verbose)
     try:
         result = train(
             config=config or Globals.config, preset=preset, set=list(overrides or []), resume=resume,
@@ -124,10 +127,12 @@ def eval_(
     executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
     ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
+    progress: str = typer.Option("auto", "--progress", help="plain (log lines: a line per phase and every tenth of it "
+                                 "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
 ) -> None:
     from skillopt.api import evaluate
 
-    view = ProgressView()
+    view = progress_view(progress, Globals.verbose)
     try:
         result = evaluate(skill, benchmark, split=split, config=config or Globals.config, set=list(overrides or []),
                           runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], harness=harness,
