@@ -6,6 +6,8 @@ model call: the model endpoint named below does not listen."""
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -163,6 +165,10 @@ CASES |= {
     "spec bad url": (_run("--target-model", "openai-compatible:m@not a url"), "not a url"),
     "vllm without url": (_run("--target-model", "vllm:m"), "vllm"),
     "harness cannot use the target": (_run("--harness", "claude-code", "--no-sandbox"), "claude-code"),
+    # preflight: the endpoint does not listen (every other case fails before it is asked)
+    "target endpoint unreachable": (_run(), "does not answer at http://127.0.0.1:9/v1/models"),
+    "optimizer endpoint unreachable": (_run("--target-model", "local:qwen2.5-coder-1.5b"), "optimizer model"),
+    "eval endpoint unreachable": (_eval("--split", "all"), "the target model"),
     # config files
     "config missing": (_run("--config", "nope.yaml"), "nope.yaml"),
     "config invalid yaml": (_run("--config", "broken.yaml"), "not valid YAML"),
@@ -359,3 +365,34 @@ def test_a_run_id_never_names_the_index(tmp_path):
             check_run_id(bad)
     assert check_run_id("skillopt-db-run") == "skillopt-db-run"
     assert json.loads(json.dumps(check_run_id("r1.2_x-y"))) == "r1.2_x-y"
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    status = 401
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(self.status)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"error": {"message": "Incorrect API key provided: sk-abc...xyz"}}')
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_rejected_key_is_one_line_before_the_run_exists(place, monkeypatch, status):
+    monkeypatch.chdir(place)
+    handler = type("H", (_Refusing,), {"status": status})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        spec = f"openai-compatible:m@http://127.0.0.1:{server.server_address[1]}/v1"
+        before = _tree(place)
+        res = CliRunner().invoke(app, _run("--target-model", spec, "--optimizer-model", spec))
+    finally:
+        server.shutdown()
+    lines = [x for x in res.output.strip().splitlines() if x.strip()]
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    assert f"the target model {spec} refused the key" in lines[0] and f"HTTP {status}" in lines[0], lines
+    assert _tree(place) == before

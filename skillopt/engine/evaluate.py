@@ -13,7 +13,7 @@ from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, resolve_specs,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, preflight_models, resolve_specs,
     size_local_models, token_capture,
 )
 from skillopt.harness.workspace import check_skill_name
@@ -50,6 +50,8 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
         check_splits(cfg, benchmark, (split,), sizes_by_flag=False)
         parts = build_parts(cfg, benchmark, env, None)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
+            RunStore.check_new(runs_dir, run_id)
+            preflight_models(cfg, specs, benchmark, env)
             store = RunStore.create(runs_dir, run_id, lock=True)
             try:
                 return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts, executor)

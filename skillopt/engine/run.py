@@ -18,8 +18,8 @@ from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.settings import SCORING_SECTIONS, Settings
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, resolve_specs, seed_skill,
-    size_local_models, token_capture,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, preflight_models, resolve_specs,
+    seed_skill, size_local_models, token_capture,
 )
 from skillopt.engine.usage import record_calls, recorded_usage
 from skillopt.errors import BadInput, BudgetExceeded, RunFailed
@@ -46,7 +46,16 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
         parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
         size_local_models(specs, cfg.train.concurrency)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
+            if not resume:  # every check of a new run before its endpoints are asked, then its folder
+                RunStore.check_new(runs_dir, run_id)
+                preflight_models(cfg, specs, benchmark, env)
             store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
+            if resume:
+                try:
+                    preflight_models(cfg, specs, benchmark, env)
+                except BaseException:
+                    store.unlock()
+                    raise
             try:
                 return _train(cfg, store, state, seed, env, listeners, specs, benchmark, parts, executor)
             except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM at the CLI edge: state saved, resumable

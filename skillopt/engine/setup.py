@@ -64,6 +64,16 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     return Specs(target, optimizer)
 
 
+def preflight_models(cfg: RunConfig, specs: Specs, benchmark: Benchmark, env: ProviderEnv) -> None:
+    """Every model endpoint the run calls (target, optimizer, a judge) answers one cheap request, before
+    the run folder exists (`models.preflight`)."""
+    from skillopt.models.preflight import check_endpoints
+
+    roles = {"target": specs.target, **({"optimizer": specs.optimizer} if specs.optimizer else {}),
+             **scorer_specs(cfg, benchmark, env)}
+    check_endpoints(roles, env, timeout_s=min(cfg.models.timeout_s, 10.0))
+
+
 def size_local_models(specs: Specs, concurrency: int) -> None:
     """A local model serves the run's rollouts in flight in parallel slots (llama.cpp decodes them in
     one batch per step), plus one for the optimizer when it is the same model; sized before any call."""

@@ -91,9 +91,7 @@ class RunStore:
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
         """A new, empty run folder; with `lock`, held by this process (see `lock`)."""
-        root = runs_dir / check_run_id(run_id)
-        if root.exists() and any(p.name != LOCK_FILE for p in root.iterdir()):
-            raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
+        root = cls.check_new(runs_dir, run_id)
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -107,6 +105,15 @@ class RunStore:
                 raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
         write_meta(root)
         return store
+
+    @staticmethod
+    def check_new(runs_dir: Path, run_id: str) -> Path:
+        """The folder a new run `run_id` would have; `BadInput` when the id is bad or taken."""
+        root = runs_dir / check_run_id(run_id)
+        if root.exists() and (not root.is_dir() or any(p.name != LOCK_FILE for p in root.iterdir())):
+            raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
+        _check_writable(runs_dir)
+        return root
 
     @classmethod
     def open(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
@@ -370,6 +377,32 @@ class RunStore:
 
     def write_best_skill(self, skill: Skill) -> None:
         atomic_write_text(self.root / "best_skill.md", skill.render())
+
+
+def _check_writable(folder: Path) -> None:
+    """`folder` can hold new files (tried, then undone: folders made for the try are removed)."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made: list[Path] = []
+    try:
+        for d in reversed(missing):
+            d.mkdir()
+            made.append(d)
+        probe = folder / f".skillopt-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"cannot write the runs folder {folder}: {e.strerror or type(e).__name__}: pick a writable "
+                       "--runs-dir") from None
+    finally:
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 def _read_model(path: Path, model: type[M]) -> M | None:
