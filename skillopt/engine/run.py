@@ -22,7 +22,7 @@ from skillopt.engine.setup import (
     seed_skill, size_local_models, token_capture,
 )
 from skillopt.engine.usage import record_calls, recorded_usage
-from skillopt.errors import BadInput, BudgetExceeded, RunFailed
+from skillopt.errors import BadInput, BudgetExceeded, RunFailed, ScorerFailed
 from skillopt.models import ProviderEnv
 from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
@@ -88,10 +88,28 @@ def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | N
         return RunStore.create(runs_dir, run_id, lock=True), None
     store = RunStore.open(runs_dir, run_id, lock=True)
     state = store.read_state()
-    if state is not None and state.fingerprint != settings.fingerprint(cfg.splits):
+    fingerprint = settings.fingerprint(cfg.splits)
+    if state is not None and state.fingerprint != fingerprint:
+        saved = store.read_config().layer()
+        if _scorer_fixed(state, saved, cfg):
+            state.fingerprint = fingerprint  # its old scores have other cache keys: never reused
+            return store, state
         store.unlock()
-        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config().layer(), cfg, store)}")
+        raise BadInput(f"cannot resume {resume}: {_why_different(saved, cfg, store)}")
     return store, state
+
+
+def _scorer_fixed(state: RunState, saved: dict, cfg: RunConfig) -> bool:
+    """A run that failed because its scorer raised resumes with the fixed scorer (which changes
+    the fingerprint), as long as nothing else changed."""
+    return (state.status == "failed" and (state.stop_reason or "").startswith(ScorerFailed.PREFIX)
+            and not masked_paths({k: cfg.model_dump(mode="json").get(k) for k in SCORING_SECTIONS})
+            and not _changed_sections(saved, cfg))
+
+
+def _changed_sections(saved: dict, cfg: RunConfig) -> list[str]:
+    now_cfg = redacted(cfg)
+    return [k for k in dict.fromkeys((*SCORING_SECTIONS, "gate")) if k != "train" and saved.get(k) != now_cfg.get(k)]
 
 
 def _why_different(saved: dict, cfg: RunConfig, store: RunStore) -> str:
@@ -101,8 +119,7 @@ def _why_different(saved: dict, cfg: RunConfig, store: RunStore) -> str:
     if hidden:
         return (f"its settings hold secrets that were not saved ({', '.join(hidden)}): give them again, as when "
                 f"the run started (--set {hidden[0]}=..., or the same flag)")
-    now_cfg = redacted(cfg)
-    changed = [k for k in dict.fromkeys((*SCORING_SECTIONS, "gate")) if k != "train" and saved.get(k) != now_cfg.get(k)]
+    changed = _changed_sections(saved, cfg)
     if changed:
         return (f"its {', '.join(changed)} differ from this command's; resume with the run's own settings "
                 f"(see its config.yaml)")
