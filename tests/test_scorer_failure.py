@@ -10,6 +10,7 @@ import json
 import pytest
 
 import skillopt
+from skillopt.skill import Skill
 from tests.fakes.server import FakeModelServer, FakeReply
 
 TASKS = [{"id": f"q{i}", "question": f"{i}+1?", "answer": str(i + 1)} for i in range(6)]
@@ -50,3 +51,23 @@ def test_a_raising_scorer_fails_the_run_at_its_first_call_and_resumes_once_fixed
         fixed = skillopt.train(scorer=right, resume="r", **common)
     assert fixed.status == "finished", fixed.summary.stop_reason
     assert fixed.summary.scores["seed"]["val"].n == 2
+
+
+def test_a_retry_after_beyond_the_cap_is_an_infrastructure_error_not_the_agents(tmp_path):
+    """A 429 asking for an hour is not waited out 30 s at a time until the rollout's own time limit
+    blames the agent: the call gives up at once, the rollout is errored (infra), never a score."""
+    throttled = FakeReply(status=429, text="rate limited", headers={"retry-after": "3600"})
+    with FakeModelServer(lambda req: throttled) as srv:
+        spec = f"openai-compatible:fake@{srv.openai_url}"
+        result = skillopt.evaluate(Skill.parse(SKILL), tasks=TASKS, target_model=spec, runs_dir=tmp_path, env={}, split="all",
+                                   set=["limits.timeout_s=20", "models.retries=1"])
+        # one try per call (no wait, no retry of an hour-long Retry-After); each errored rollout is tried
+        # again twice later (train.retry_errored), errored again
+        assert len(srv.calls) == 3 * len(TASKS)
+    assert (result.score.n, result.score.errors) == (0, len(TASKS))
+    records = [json.loads(x) for x in (result.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["error_kind"] for r in records} == {"infra"}
+    assert all("Retry-After" in r["error"] for r in records), records[0]["error"]
+
+
+SKILL = "---\nname: solver\ndescription: Solve the task.\n---\n# Solver\nThink, then answer.\n"

@@ -104,6 +104,13 @@ class Models:
                 resp = await self._provider(spec).complete(spec, req)
             except TransientError as e:
                 last = e
+                if e.retry_after is not None and e.retry_after > self.retry.max_delay_s:
+                    # the server asks for a longer wait than we allow: waiting the cap again and again would
+                    # only run out the rollout's own time limit (and blame the agent); give up now
+                    msg = (f"{spec}: the server asks to wait {e.retry_after:.0f} s (Retry-After), over the "
+                           f"{self.retry.max_delay_s:.0f} s cap: {e}")
+                    self.meter.record(CallRecord(role=role, model=str(spec), ok=False, error=msg))
+                    raise ModelCallError(msg, transient=True) from e
                 if attempt + 1 < max(1, self.retry.attempts):
                     await asyncio.sleep(self.retry.delay(attempt, e.retry_after))
                 continue
