@@ -66,10 +66,10 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except BadInput as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False)
+            console.print(f"[bold red]error:[/] {escape(_masked(e))}", markup=True, highlight=False)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except SkilloptError as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}")
+            console.print(f"[bold red]error:[/] {escape(_masked(e))}")
             raise typer.Exit(EXIT_FAILED) from None
         except KeyboardInterrupt as e:
             from skillopt.cli.signals import interrupt_exit_code
@@ -80,6 +80,13 @@ class _Group(TyperGroup):
             console.print("; ".join(["interrupted" if code == EXIT_INTERRUPTED else "terminated (SIGTERM)", *notes]),
                           markup=False, highlight=False)
             raise typer.Exit(code) from None
+
+
+def _masked(e: BaseException) -> str:
+    """An error's message as stderr shows it: secrets masked, as on disk."""
+    from skillopt.store.redact import redact
+
+    return redact(str(e))
 
 
 def new_app(help: str) -> typer.Typer:

@@ -28,7 +28,7 @@ from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
 from skillopt.stats import paired_difference_interval
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
-from skillopt.store.redact import masked_paths
+from skillopt.store.redact import masked_paths, redact
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
@@ -171,7 +171,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
             state.status, state.stop_reason = "stopped", e.reason
             emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))
         except RunFailed as e:
-            state.status, state.stop_reason = "failed", str(e)
+            state.status, state.stop_reason = "failed", redact(str(e))
         except KeyboardInterrupt:
             state.status, state.stop_reason = "stopped", "interrupted"
             trainer.checkpoint()
