@@ -113,8 +113,11 @@ class PlainProgress:
             self.cost = None if m.cost_unknown else m.cost_usd
             self.run_rollouts = m.rollouts
             val = "-" if m.val is None else f"{m.val:.3f}"
-            self._print(f"{self._where()} done (epoch {m.epoch + 1}): train {m.train_hard:.3f}, {m.candidates} "
-                        f"candidates, {m.selected} gated, decision {m.decision or 'none'}, val {val}")
+            cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+            errors = f", {self.run_errors} errored" if self.run_errors else ""
+            self._print(f"{self._where()} (epoch {m.epoch + 1}): train {m.train_hard:.3f}, {m.candidates} "
+                        f"candidates, {m.selected} gated, decision {m.decision or 'none'}, val {val}; "
+                        f"{self.run_rollouts} rollouts{errors}, {cost}")
         elif isinstance(event, Note):
             self._print(event.text.strip())
         elif isinstance(event, RunFinished):
