@@ -10,6 +10,7 @@ import json
 import pytest
 
 import skillopt
+from skillopt.errors import ScorerFailed
 from skillopt.skill import Skill
 from tests.fakes.server import FakeModelServer, FakeReply
 
@@ -71,3 +72,13 @@ def test_a_retry_after_beyond_the_cap_is_an_infrastructure_error_not_the_agents(
 
 
 SKILL = "---\nname: solver\ndescription: Solve the task.\n---\n# Solver\nThink, then answer.\n"
+
+
+def test_an_evaluation_whose_scorer_raises_is_marked_failed(tmp_path):
+    with FakeModelServer(lambda req: FakeReply(text="Answer: 2", usage=(10, 5))) as srv:
+        spec = f"openai-compatible:fake@{srv.openai_url}"
+        with pytest.raises(ScorerFailed, match="divides_by_zero raised ZeroDivisionError on task"):
+            skillopt.evaluate(Skill.parse(SKILL), tasks=TASKS, scorer=divides_by_zero, target_model=spec,
+                              runs_dir=tmp_path, env={}, split="all", set=["run_id=e"])
+    state = json.loads((tmp_path / "e" / "state.json").read_text())
+    assert state["status"] == "failed" and "ZeroDivisionError" in state["stop_reason"]

@@ -17,7 +17,9 @@ from skillopt.engine.setup import (
     size_local_models, token_capture,
 )
 from skillopt.harness.workspace import check_skill_name
+from skillopt.errors import RunFailed
 from skillopt.models import ProviderEnv
+from skillopt.store.redact import redact
 from skillopt.store.index import RunIndex
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
@@ -81,8 +83,15 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
         if ref.run is not None:  # reuse what the source run already scored
             runner.cache.update({r.key: r for r in ref.run.rollouts() if not r.errored})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))
-        records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.gate.trials,
-                                              retries=cfg.train.retry_errored))
+        try:
+            records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.gate.trials,
+                                                  retries=cfg.train.retry_errored))
+        except (RunFailed, KeyboardInterrupt) as e:  # a raising scorer, Ctrl-C, SIGTERM: marked, never `new`
+            failed = isinstance(e, RunFailed)
+            store.write_state(RunState(run_id=store.run_id, status="failed" if failed else "stopped",
+                                       stop_reason=redact(str(e)) if failed else "interrupted",
+                                       fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
+            raise
     records = _keep_reused(store, ref, records, v.version)
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished",
