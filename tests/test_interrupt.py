@@ -6,6 +6,7 @@ signal lands while the baseline waits on the model, before the first step."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -55,7 +56,11 @@ def test_an_interrupted_run_is_saved_marked_and_resumable(tmp_path, sig, code):
         state = json.loads((tmp_path / "out" / "r" / "state.json").read_text())
         assert (state["status"], state["stop_reason"]) == ("stopped", "interrupted")
         script.delay_s = 0.0
+        with open(tmp_path / "out" / "r" / "rollouts.jsonl", "a") as f:  # damage found on resume: named, not skipped
+            f.write("not a record\n")
         done = subprocess.run([sys.executable, "-m", "skillopt", "run", "--resume", "r", "--runs-dir", "out"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"warning: 1 line\(s\) of rollouts.jsonl cannot be read and are skipped \(line \d+\)",
+                     done.stderr), done.stderr[-3000:]
     assert json.loads((tmp_path / "out" / "r" / "state.json").read_text())["status"] == "finished"
