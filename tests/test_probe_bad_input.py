@@ -396,3 +396,21 @@ def test_a_rejected_key_is_one_line_before_the_run_exists(place, monkeypatch, st
     assert res.exit_code == 2 and len(lines) == 1, res.output
     assert f"the target model {spec} refused the key" in lines[0] and f"HTTP {status}" in lines[0], lines
     assert _tree(place) == before
+
+
+def test_traces_show_honours_the_version_of_a_run_reference(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = _stored_plain(tmp_path)
+    seed = store.add_version(Skill.parse(SKILL), parent=None, origin="seed", status="seed")
+    better = store.add_version(Skill.parse(SKILL + "Check the units.\n"), parent=0, origin="step 1", status="accepted")
+    for v in (seed, better):
+        store.append_rollout(RolloutRecord(key=f"{v.version}" * 64, task_id="q1", split="val", version=v.version,
+                                           skill_sha=v.sha, harness="chat", model=FAKE, output=f"by v{v.version}"))
+    store.write_state(RunState(run_id="r", fingerprint="0" * 16, best=1, incumbent=1))
+    shown = {}
+    for ref in ("r", "r:v0", "r:seed", "r:best", "r:1", "r:v1"):
+        res = CliRunner().invoke(app, ["traces", "show", ref, "q1"])
+        assert res.exit_code == 0, res.output
+        shown[ref] = res.output.splitlines()[0]
+    assert "v001" in shown["r"] and "v001" in shown["r:best"] and "v001" in shown["r:1"] and "v001" in shown["r:v1"]
+    assert "v000" in shown["r:v0"] and "v000" in shown["r:seed"]
