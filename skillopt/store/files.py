@@ -182,6 +182,32 @@ def writable_output(path: Path, what: str) -> Path:
     return Path(path)
 
 
+def check_writable_folder(folder: Path, what: str, option: str) -> None:
+    """`folder` can hold new files (tried, then undone: folders made for the try are removed)."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made: list[Path] = []
+    try:
+        for d in reversed(missing):
+            d.mkdir()
+            made.append(d)
+        probe = folder / f".skillopt-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"cannot write the {what} {folder}: {e.strerror or type(e).__name__}: pick a writable "
+                       f"{option}") from None
+    finally:
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
 def try_lock(path: Path) -> tuple[int | None, str]:
     """An exclusive, non-blocking `flock` on `path` (made when missing): (its descriptor, "") when
     held, else (None, what the holder wrote in it). The operating system drops it when its process

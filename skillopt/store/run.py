@@ -18,8 +18,8 @@ from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
 from skillopt.store.files import (
-    append_jsonl, atomic_write_json, release_lock, try_lock, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
-    write_new_text,
+    append_jsonl, atomic_write_json, check_writable_folder, release_lock, try_lock, atomic_write_text, count_lines,
+    json_line, read_jsonl, read_records, write_new_text,
 )
 from skillopt.store.migrate import LOCK_FILE, upgrade, write_meta
 from skillopt.store.schema import (
@@ -112,7 +112,7 @@ class RunStore:
         root = runs_dir / check_run_id(run_id)
         if root.exists() and (not root.is_dir() or any(p.name != LOCK_FILE for p in root.iterdir())):
             raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
-        _check_writable(runs_dir)
+        check_writable_folder(runs_dir, "runs folder", "--runs-dir")
         return root
 
     @classmethod
@@ -377,32 +377,6 @@ class RunStore:
 
     def write_best_skill(self, skill: Skill) -> None:
         atomic_write_text(self.root / "best_skill.md", skill.render())
-
-
-def _check_writable(folder: Path) -> None:
-    """`folder` can hold new files (tried, then undone: folders made for the try are removed)."""
-    missing = []
-    p = folder
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    made: list[Path] = []
-    try:
-        for d in reversed(missing):
-            d.mkdir()
-            made.append(d)
-        probe = folder / f".skillopt-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        raise BadInput(f"cannot write the runs folder {folder}: {e.strerror or type(e).__name__}: pick a writable "
-                       "--runs-dir") from None
-    finally:
-        for d in reversed(made):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
 
 
 def _read_model(path: Path, model: type[M]) -> M | None:
