@@ -50,7 +50,7 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
                 RunStore.check_new(runs_dir, run_id)
                 preflight_models(cfg, specs, benchmark, env)
             store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
-            if resume:
+            if resume and (state is None or state.status != "finished"):  # a finished run calls no model
                 try:
                     preflight_models(cfg, specs, benchmark, env)
                 except BaseException:
