@@ -94,7 +94,7 @@ class ModelsConfig(_Frozen):
     timeout_s: Seconds = 180.0
     retries: Annotated[int, Field(ge=0)] = 4  # retries after the first try of a call (0: one try)
     retry_base_delay_s: Annotated[float, Field(ge=0, le=600)] = 1.0
-    optimizer_temperature: Annotated[float, Field(ge=0)] | None = None
+    optimizer_temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     optimizer_max_tokens: Count = 2048
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
