@@ -320,8 +320,11 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                               settings, base, need_optimizer=False)
                 for n in got.notes:
                     Emitter(list(listeners))(Note(n))
-            scored = score_skill(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress),
-                                 benchmark=got.benchmark)
+            every = _listeners(listeners, progress)
+            try:
+                scored = score_skill(ref, got.cfg, splits, runs, got.env, every, benchmark=got.benchmark)
+            finally:
+                _stop_progress(every)
             c = got.cfg
             d = EntryData(SkillEntry(label=label, kind="file", sha=scored.sha, text=ref.skill.render(),
                                      benchmark=c.benchmark, harness=c.harness, target_model=c.target_model,
