@@ -59,9 +59,8 @@ def main() -> None:
 
     cmp = skillopt.compare(run.seed_ref, run.best_ref, runs_dir=args.runs_dir, splits=["test"])
     for row in cmp.paired:
-        if row.metric == "hard":
-            o = row.outcomes
-            print(f"best vs seed on {row.split}: {o.wins} wins, {o.losses} losses, p = {row.test.p_value}")
+        if row.metric == "hard":  # the paired lift, as the run's summary and the report print it
+            print(f"best - seed on {row.split}: {row.lift.text()}")
 
     try:
         rollouts = skillopt.rollouts_df(run)

@@ -3,7 +3,8 @@
 Two blocks of README.md are rewritten from the result files: between `<!-- perf:begin -->` and
 `<!-- perf:end -->` the performance figures (peers.json, scale.json, local_model.json,
 ray_scaling.json), between `<!-- quality:begin -->` and `<!-- quality:end -->` the learning figures
-(quality.json, gate_sim.json). A file that is missing leaves its part out. `--check` exits 1 when
+(quality.json, gate_sim.json), between `<!-- suite:begin -->` and `<!-- suite:end -->` the development
+suite (suite.json, perf/readme_suite.py). A file that is missing leaves its part out. `--check` exits 1 when
 the README is not what the results give (nothing is written).
 
 Usage: python perf/readme.py [--check]
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "perf"))
 RESULTS = REPO / "perf" / "results"
 TOOLS = {"skillopt": "skillopt", "microsoft-skillopt": "microsoft/SkillOpt 0.2.0", "gepa": "GEPA 0.1.4"}
 
@@ -335,12 +337,13 @@ def models(runs: list[dict]) -> str:
                      for t, o in pairs) or "the embedded models"
 
 
-def score(s: dict | float) -> str:
-    """A split score as the summary writes it ({"hard", "n", "errors"}), or a bare mean."""
+def score(s: dict | float | None) -> str:
+    """A split score as the summary writes it ({"hard", "n", "errors"}; hard null: nothing scored), or a bare mean."""
     if isinstance(s, dict):
         err = f", {s['errors']} errored" if s.get("errors") else ""
-        return f"{s['hard']:.3f} (n={s['n']}{err})"
-    return f"{s:.3f}"
+        hard = "-" if s.get("hard") is None or not s.get("n") else f"{s['hard']:.3f}"
+        return f"{hard} (n={s['n']}{err})"
+    return "-" if s is None else f"{s:.3f}"
 
 
 def gated(run: dict) -> str:
@@ -446,7 +449,9 @@ def main() -> None:
     args = ap.parse_args()
     readme = REPO / "README.md"
     text = new = readme.read_text(encoding="utf-8")
-    for block, fn in (("perf", render), ("quality", render_quality)):
+    from readme_suite import render_suite
+
+    for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(load("suite")))):
         begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
         if begin not in new or end not in new:
             sys.exit(f"README.md has no {begin} ... {end} section")

@@ -30,6 +30,11 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
+def __dir__() -> list[str]:
+    """What `dir(skillopt)` and tab completion show: the lazily imported API too (`train`, ...)."""
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)

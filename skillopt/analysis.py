@@ -61,11 +61,15 @@ ROLLOUT_COLUMNS: Sequence[str] = (
 
 def rollouts_df(runs: Any = None, runs_dir: str | Path = "runs"):
     """One row per rollout (every field of the record: scores, output, feedback, trace summary,
-    usage, error, whether the agent loaded the skill), across runs."""
+    usage, error, whether the agent loaded the skill), across runs. An errored rollout
+    (`error_kind == "infra"`) has no score: its `hard` and `soft` are missing (NaN), never 0."""
     rows = []
     for view in _views(runs, runs_dir):
         for r in view.store.rollouts():
-            rows.append({"run_id": view.run_id, **r.model_dump(mode="json")})
+            row = {"run_id": view.run_id, **r.model_dump(mode="json")}
+            if r.errored:
+                row["hard"] = row["soft"] = None
+            rows.append(row)
     return _pd().DataFrame(rows, columns=list(ROLLOUT_COLUMNS))
 
 
@@ -82,7 +86,8 @@ def versions_df(runs: Any = None, runs_dir: str | Path = "runs"):
                    "seed": "seed" in n.marks, "best": "best" in n.marks}
             for split in ("val", "test"):
                 sc = n.scores.get(split)
-                row[f"{split}_hard"], row[f"{split}_n"] = (sc.hard, sc.n) if sc else (None, 0)
+                row[f"{split}_hard"], row[f"{split}_n"] = (sc.hard, sc.n) if sc else (None, 0)  # hard None: no score
+                row[f"{split}_errors"] = sc.errors if sc else 0
                 tr = n.trigger.get(split)
                 row[f"{split}_trigger"] = tr.rate if tr else None
             rows.append(row)

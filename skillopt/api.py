@@ -61,6 +61,22 @@ class TrainResult:
         """The `SplitScore` of `seed` or `best` on `val` or `test` (None when not scored)."""
         return (self.summary.scores.get(role) or {}).get(split)
 
+    @property
+    def test_lift(self):
+        """best - seed on the sealed test split, paired (`stats.PairedLift`: the summary's and compare's
+        test, with `.text()` and `.verdict`); None when they share no scored test task."""
+        return self.summary.test_lift
+
+    def __repr__(self) -> str:
+        """One line: the run, how it ended, seed and best on test, and the paired test lift."""
+        from skillopt.store.scores import score_text
+
+        lift = self.test_lift
+        best = self.summary.versions.get("best", 0)
+        return (f"TrainResult(run_id={self.run_id!r}, status={self.status!r}, best=v{best:03d}, "
+                f"test seed {score_text(self.score('seed'))} -> best {score_text(self.score('best'))}"
+                f"{', lift ' + lift.ci_text() + ': ' + lift.verdict if lift else ''}, run_dir={str(self.run_dir)!r})")
+
 
 @dataclass
 class _Inputs:
@@ -275,10 +291,10 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
             scorer: Callable | str | None = None, config: PathLike | Mapping[str, Any] | RunConfig | None = None,
             set: Sequence[str] | Mapping[str, Any] | None = None, runs_dir: PathLike = "runs",
             env: Mapping[str, str] | ProviderEnv | None = None, listeners: Sequence[Listener] = (),
-            progress: Progress = False, bootstrap: int = 10000, seed: int = 0, trials: int | None = None,
+            progress: Progress = False, trials: int | None = None,
             **settings: Any):
-    """Compare two or more skills: scores with 95% intervals per split, per-task wins / losses / ties
-    and a paired test against the first, trigger rates, tokens and cost (and diffs with `diff`).
+    """Compare two or more skills: scores with 95% intervals per split (errored rollouts apart), per-task
+    wins / losses / ties and the paired lift against the first (the run summary's test, `stats.PairedLift`), trigger rates, tokens and cost (and diffs with `diff`).
     Run references reuse their rollouts; skill files and Skill objects are scored on the first run's
     benchmark and settings (or the ones given), reusing any rollout a run already has.
     Returns a `skillopt.report.compare.Comparison` (pydantic: `.model_dump()`, `.scores`, ...)."""
@@ -292,8 +308,6 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     for s in splits:
         if s not in ("train", "val", "test", "all"):
             raise BadInput(f"unknown split {s!r}: use train, val, test or all")
-    if bootstrap < 100:
-        raise BadInput("bootstrap must be at least 100")
     runs = Path(runs_dir)
     refs = [skill_ref(s, runs) for s in skills]
     labels = unique_labels([r.label for r in refs])
@@ -331,7 +345,7 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                                      data_hash=scored.data_hash, scored_cached=scored.cached, scored_new=scored.new),
                           scored.records)
         data.append(d)
-    cmp = compare_skills(data, splits, with_diff=diff, n_boot=bootstrap, seed=seed)
+    cmp = compare_skills(data, splits, with_diff=diff)
     cmp.notes += notes
     return cmp
 

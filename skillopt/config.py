@@ -48,7 +48,7 @@ class TrainConfig(_Frozen):
     include_successes: Annotated[int, Field(ge=0)] = 2  # successes shown per reflection minibatch
     consolidate: bool = True
     summary_tokens: Count = 400  # budget of each trace summary shown to the optimizer
-    max_reflections_per_step: Count = 3  # reflections per step, each one candidate
+    max_reflections_per_step: Annotated[int, Field(ge=0)] = 3  # reflections per step, each one candidate (0: none)
     demonstrations: bool = True  # propose a worked example from a solved train task
     merge: bool = True  # propose a merge of two complementary pool members
     ablations_per_step: Annotated[int, Field(ge=0)] = 1  # single-edit candidates out of rejected bundles
@@ -56,6 +56,10 @@ class TrainConfig(_Frozen):
     leakage_check: bool = True  # reject edits that copy task text, before any rollout
     retry_errored: Annotated[int, Field(ge=0)] = 2  # extra tries of a rollout that errored (infrastructure), later
     description: bool = False  # also train the front-matter description (whether agents load the skill)
+    rules_per_step: Annotated[int, Field(ge=0)] = 2  # rules learned from the scorer's feedback, one per cluster
+    # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
+    # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
+    template: Literal["none", "working-first"] = "working-first"
 
 
 class GateConfig(_Frozen):
@@ -339,12 +343,13 @@ def _takes_int(annotation: Any) -> bool:
 
 def canonical_names(cfg: RunConfig) -> RunConfig:
     """Benchmark and harness names as registered (names are case-insensitive: `GSM8K` is `gsm8k`)."""
-    from skillopt.benchmarks.registry import benchmark_info, is_jsonl_path
+    from skillopt.benchmarks.registry import benchmark_info, is_jsonl_path, split_argument
 
     update: dict[str, str] = {"harness": cfg.harness.lower()}
-    if not is_jsonl_path(cfg.benchmark) and cfg.benchmark.lower() != cfg.benchmark:
+    name, arg = split_argument(cfg.benchmark)
+    if not is_jsonl_path(cfg.benchmark) and name.lower() != name:
         try:
-            update["benchmark"] = benchmark_info(cfg.benchmark).name
+            update["benchmark"] = benchmark_info(name).name + ("" if arg is None else f":{arg}")
         except BadInput:
             pass  # unknown: said where the benchmark is opened, with the known names
     return cfg.model_copy(update=update)

@@ -11,6 +11,9 @@ Pure functions over plain numbers, each checkable by hand:
   sign-flip p-value 2^(1-n) is reported instead, named as such).
 - `paired_test`: McNemar when every per-task value is 0 or 1, else the paired bootstrap; it
   says which one it used.
+- `paired_difference_interval` / `paired_lift`: THE paired comparison every view shows (the run's
+  summary, `compare`, the report, the API): the mean per-task difference B - A with its 95%
+  interval (Agresti-Min on 0/1 outcomes, Student t otherwise) and the verdict read off it.
 
 Every interval treats rollouts as independent draws (with several trials per task this is an
 approximation: trials of one task are correlated). Paired tests work on per-task means, so
@@ -24,7 +27,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 EPS = 1e-9
@@ -247,3 +250,62 @@ def _z(level: float) -> float:
     from statistics import NormalDist
 
     return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+# the paired lift: "is B better than A on the same tasks" ------------------------------------------------
+Verdict = Literal["better", "worse", "no significant difference"]
+
+
+class PairedLift(BaseModel):
+    """B - A on the tasks both have (per-task means over trials): the one paired comparison that the
+    run's summary, `compare`, the report and the API show, with the same n, interval and words.
+
+    The interval is `paired_difference_interval` (Agresti-Min for 0/1 outcomes, Student's t over the
+    differences otherwise); the verdict is read off it: better when it lies above 0, worse below."""
+
+    model_config = ConfigDict(frozen=True)
+
+    interval: Interval  # of the mean per-task difference B - A
+    wins: int  # tasks where B beats A
+    losses: int
+    ties: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def n(self) -> int:
+        return self.interval.n
+
+    @property
+    def delta(self) -> float:
+        return self.interval.mean
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        i = self.interval
+        if i.n and i.lo > 0:
+            return "better"
+        if i.n and i.hi < 0:
+            return "worse"
+        return "no significant difference"
+
+    def ci_text(self) -> str:
+        i = self.interval
+        return f"{i.mean:+.3f} (95% CI {i.lo:+.3f} to {i.hi:+.3f}, paired {i.method}, n={i.n})"
+
+    def text(self) -> str:
+        """`+1.000 (95% CI +0.168 to +1.000, paired agresti-min, n=4; 4 won, 0 lost, 0 tied): better`"""
+        i = self.interval
+        return (f"{i.mean:+.3f} (95% CI {i.lo:+.3f} to {i.hi:+.3f}, paired {i.method}, n={i.n}; "
+                f"{self.wins} won, {self.losses} lost, {self.ties} tied): {self.verdict}")
+
+
+def paired_lift(a: Mapping[str, float], b: Mapping[str, float], level: float = 0.95) -> PairedLift | None:
+    """B against A on their common tasks (values: per-task means); None when they share no task."""
+    common = sorted(t for t in a if t in b)
+    if not common:
+        return None
+    xs, ys = [a[t] for t in common], [b[t] for t in common]
+    out = paired_outcomes(dict(zip(common, xs)), dict(zip(common, ys)))
+    return PairedLift(interval=paired_difference_interval(xs, ys, level), wins=out.wins, losses=out.losses,
+                      ties=out.ties)

@@ -62,7 +62,7 @@ def test_python_api_trains_with_a_python_scorer_and_task_list(tmp_path):
         assert ev.score.hard == 1.0 and ev.score.n == 8 and ev.cached == 8 and ev.trigger is None  # chat: no trigger
         cmp = skillopt.compare(run.seed_ref, run.best_ref, runs_dir=runs, env={})
     hard = {r.split: r for r in cmp.paired if r.metric == "hard"}
-    assert hard["val"].outcomes.wins == 8 and hard["test"].outcomes.wins == 4
+    assert hard["val"].lift.wins == 8 and hard["test"].lift.wins == 4
     # the run as DataFrames
     rollouts = skillopt.rollouts_df(run)
     assert set(rollouts.run_id) == {"py"} and {"output", "feedback", "summary", "skill_used"} <= set(rollouts.columns)
@@ -158,4 +158,4 @@ def test_the_example_script_runs(tmp_path):
                            timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert re.search(r"run \S+-apples-\S+: finished", r.stdout), r.stdout
-    assert "best vs seed on test" in r.stdout and "candidate" in r.stdout
+    assert "best - seed on test" in r.stdout and "candidate" in r.stdout

@@ -45,8 +45,23 @@ def test_builtins_are_listed_without_loading_data():
     assert all(b.description for b in infos.values())
 
 
+@pytest.mark.parametrize("name,size,scorer", [("math-prealgebra", 698, "numeric"), ("drop-numeric", 628, "numeric"),
+                                              ("jeopardy", 2116, "exact"), ("naturalqs", 1000, "exact"),
+                                              ("squad", 1000, "exact")])
+def test_the_suites_qa_families_load_from_the_shipped_data_with_answers_out_of_the_prompt(name, size, scorer):
+    b = bm.get_benchmark(name, SplitSizes(train=4, val=4, test=4))
+    tasks = b.tasks("all")
+    assert len(tasks) == size == {i.name: i.size for i in bm.list_benchmarks()}[name]
+    assert len({t.id for t in tasks}) == size
+    assert all(t.answers and t.metadata["scorer"] == scorer for t in tasks)
+    # the answer is never stated in the prompt's closing line, and a number is a plain number
+    assert all("Answer: <" in t.prompt.splitlines()[-1] for t in tasks)
+    if scorer == "numeric":
+        assert all(float(a) == float(a) for t in tasks for a in t.answers)
+
+
 def test_unknown_name_and_option_are_one_line_errors_listing_what_exists():
-    with pytest.raises(BadInput, match=r"unknown benchmark .gsm9k.: choose one of arc-challenge, gsm8k, humaneval, mbpp, mmlu, swe-local, swebench, or give"):
+    with pytest.raises(BadInput, match=r"unknown benchmark .gsm9k.: choose one of arc-challenge, drop-numeric, gsm8k, harvest, humaneval, jeopardy, math-prealgebra, mbpp, mmlu, naturalqs, squad, swe-local, swebench, or give"):
         bm.get_benchmark("gsm9k")
     with pytest.raises(BadInput, match=r"benchmark 'gsm8k' has no option 'subjects': its options are none"):
         bm.get_benchmark("gsm8k", subjects=["x"])

@@ -172,15 +172,19 @@ def test_compare_two_recorded_runs_against_hand_computation(tmp_path):
     assert a["soft"]["lo"] == pytest.approx(0.167704, abs=1e-5) and a["soft"]["hi"] == pytest.approx(0.712296, abs=1e-5)
     paired = {(p["split"], p["metric"]): p for p in cmp["paired"]}
     hard = paired[("val", "hard")]
-    assert (hard["outcomes"]["wins"], hard["outcomes"]["losses"], hard["outcomes"]["ties"]) == (4, 1, 5)
-    assert hard["outcomes"]["delta"] == pytest.approx(0.3)
-    # McNemar: 1 discordant pair for A, 4 for B; p = 2 * (C(5,0) + C(5,1)) / 2^5 = 0.375
-    assert hard["test"]["test"] == "mcnemar-exact" and hard["test"]["p_value"] == pytest.approx(0.375)
+    lift = hard["lift"]
+    assert (lift["wins"], lift["losses"], lift["ties"]) == (4, 1, 5)
+    # Agresti-Min: half a count in each cell: only B 4.5, only A 1.5, m = 12; centre 3/12 = 0.25,
+    # se = sqrt(6 - 3^2/12) / 12 = 0.190941, half width 1.959964 * 0.190941 = 0.374237
+    i = lift["interval"]
+    assert i["method"] == "agresti-min" and i["n"] == 10 and i["mean"] == pytest.approx(0.3)
+    assert i["lo"] == pytest.approx(-0.124237, abs=1e-5) and i["hi"] == pytest.approx(0.624237, abs=1e-5)
     soft = paired[("val", "soft")]
-    assert (soft["outcomes"]["wins"], soft["outcomes"]["losses"], soft["outcomes"]["ties"]) == (6, 1, 3)
-    assert soft["outcomes"]["delta"] == pytest.approx(0.23)
-    assert soft["test"]["test"] == "paired-bootstrap" and 0 < soft["test"]["p_value"] < 0.05
-    assert soft["test"]["delta_lo"] < 0.23 < soft["test"]["delta_hi"]
+    assert (soft["lift"]["wins"], soft["lift"]["losses"], soft["lift"]["ties"]) == (6, 1, 3)
+    diffs = [b - a for a, b in zip(A_SOFT, B_SOFT)]
+    expect = t_interval(diffs, bounds=(-1.0, 1.0))
+    assert soft["lift"]["interval"]["method"] == "t" and soft["lift"]["interval"]["mean"] == pytest.approx(0.23)
+    assert (soft["lift"]["interval"]["lo"], soft["lift"]["interval"]["hi"]) == pytest.approx((expect.lo, expect.hi))
     usage = {u["label"]: u for u in cmp["usage"]}
     assert usage["ra:v000"] == {**usage["ra:v000"], "rollouts": 12, "input_tokens": 1200, "output_tokens": 120,
                                 "cost_usd": pytest.approx(0.012)}
@@ -190,9 +194,11 @@ def test_compare_two_recorded_runs_against_hand_computation(tmp_path):
     assert cmp["warnings"] == []
     # the same comparison as a table and as Markdown
     r = cli("compare", "ra", "rb:best", "--split", "val", runs_dir=runs)
-    assert r.exit_code == 0 and "0.375 (McNemar)" in r.stdout and "4/1/5" in r.stdout
+    assert r.exit_code == 0 and "no significant difference" in r.stdout and "4/1/5" in r.stdout
+    assert "McNemar" not in r.stdout  # one paired test everywhere: the interval and its verdict
     r = cli("compare", "ra", "rb:best", "--split", "val", "--format", "markdown", runs_dir=runs)
-    assert r.exit_code == 0 and "| val | rb:v001 | 10 | 4/1/5 | +0.300 | 0.375 (McNemar) |" in r.stdout
+    assert r.exit_code == 0
+    assert "| val | rb:v001 | 10 | 4/1/5 | +0.300 [-0.124, +0.624] | no significant difference |" in r.stdout
 
 
 def test_compare_flags_other_targets_runs_in_progress_and_changed_data(tmp_path):
@@ -255,13 +261,20 @@ def test_compare_seed_and_best_of_a_real_run(tmp_path_factory, tmp_path):
     cmp = json.loads(r.stdout)
     best = cmp["entries"][1]
     assert best["label"].startswith("codes:v") and best["origin"] == "step 2" and best["run_status"] == "finished"
-    for split, n, hi, p_value in (("val", 8, 0.3244, 2 / 2 ** 8), ("test", 4, 0.4899, 0.125)):
+    for split, n, hi in (("val", 8, 0.3244), ("test", 4, 0.4899)):
         s = {x["label"]: x for x in cmp["scores"] if x["split"] == split}
         assert s["codes:v000"]["hard"]["mean"] == 0.0 and s[best["label"]]["hard"]["mean"] == 1.0
         assert s["codes:v000"]["hard"]["hi"] == pytest.approx(hi, abs=1e-4)  # Wilson 0/n
         p = next(x for x in cmp["paired"] if x["split"] == split and x["metric"] == "hard")
-        assert p["outcomes"]["wins"] == n and p["test"]["p_value"] == pytest.approx(p_value)  # McNemar 0 vs n
+        assert p["lift"]["wins"] == n and p["lift"]["interval"]["method"] == "agresti-min"
     assert cmp["warnings"] == [] and all(u["run_tokens"] > 0 for u in cmp["usage"])
+    # one paired test: compare's test lift is the run summary's, with the same n, interval and words
+    summary = json.loads((runs / "codes" / "summary.json").read_text())
+    test = next(x for x in cmp["paired"] if x["split"] == "test" and x["metric"] == "hard")
+    assert test["lift"]["interval"] == summary["test_delta"]  # 4 won, 0 lost: +0.168 to +1.000
+    assert (test["lift"]["wins"], test["lift"]["losses"]) == (summary["test_wins"], summary["test_losses"]) == (4, 0)
+    r = cli("compare", "codes:seed", "codes", "--split", "test", runs_dir=runs)
+    assert r.exit_code == 0 and "+1.000 [+0.168, +1.000]" in r.stdout and "better" in r.stdout
 
 
 def test_compare_scores_skill_files_reusing_cached_rollouts(tmp_path_factory, tmp_path):
@@ -279,7 +292,7 @@ def test_compare_scores_skill_files_reusing_cached_rollouts(tmp_path_factory, tm
     cmp = json.loads(r.stdout)
     assert cmp["entries"][1]["scored_new"] == 12  # scored now on val and test (an eval run per split)
     hard = {x["split"]: x for x in cmp["paired"] if x["metric"] == "hard"}
-    assert hard["val"]["outcomes"]["losses"] == 8 and hard["test"]["outcomes"]["losses"] == 4
+    assert hard["val"]["lift"]["losses"] == 8 and hard["test"]["lift"]["losses"] == 4
     r = cli("compare", "codes:best", str(edited), "--format", "json", runs_dir=runs)
     assert json.loads(r.stdout)["entries"][1]["scored_cached"] == 12  # the second time, nothing is paid
     r = cli("compare", str(same), str(edited), runs_dir=runs)

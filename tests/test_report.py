@@ -128,7 +128,17 @@ def test_markdown_report_and_defaults(tmp_path_factory, tmp_path):
     assert r.exit_code == 0, r.stderr
     md = r.stdout
     assert md.startswith("## skillopt report: `codes` (finished)")
-    assert "| baseline (seed) | v000 | 0.000 [0.000, 0.324] | 8 | 0.000 [0.000, 0.490] | 4 |" in md
+    # it opens with the settings that matter and the wall time, then the sealed-test paired lift
+    head = md.split("### Final scores")[0]
+    for needed in ("| benchmark | ", "| target model | openai-compatible:fake-target@", "| optimizer model | ",
+                   "| tasks per split | train 4, val 8, test 4 (split seed 0) |", "| gate | hard score, alpha 0.05",
+                   "| wall time | "):
+        assert needed in head, needed
+    summary = json.loads((runs / "codes" / "summary.json").read_text())
+    lift = (f"**+1.000 (95% CI {summary['test_delta']['lo']:+.3f} to +1.000, paired agresti-min, n=4; 4 won, 0 lost, "
+            f"0 tied): better**")
+    assert lift in head and head.index("### Sealed test") > head.index("| wall time |")
+    assert "| baseline (seed) | v000 | 0.000 [0.000, 0.324] | 8 | 0 | 0.000 [0.000, 0.490] | 4 | 0 |" in md
     assert "**s001-c1** (reflection, v001): **screened-out**. not kept: no better than the incumbent" in md
     assert "Be concise and polite." in md and "#### Step 2 (epoch 2)" in md
     assert "- gate: accept-final: 8 W / 0 L / 0 T over 8 of 8 pairs, p = 0.0039" in md
@@ -138,6 +148,9 @@ def test_markdown_report_and_defaults(tmp_path_factory, tmp_path):
     assert r.exit_code == 0 and (runs / "codes" / "report.html").exists()
     r = cli("report", "codes", "-o", str(tmp_path / "r.md"), runs_dir=runs)
     assert r.exit_code == 0 and (tmp_path / "r.md").read_text().startswith("## skillopt report")
+    # markdown without -o goes to stdout, not into the run folder
+    r = cli("report", "codes", "--format", "markdown", runs_dir=runs)
+    assert r.exit_code == 0 and r.stdout.startswith("## skillopt report") and not (runs / "codes" / "report.md").exists()
 
 
 def test_report_of_a_run_in_progress_and_bad_input(tmp_path):

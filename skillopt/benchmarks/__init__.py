@@ -7,8 +7,10 @@ any data or importing an optional dependency.
 """
 
 from skillopt.benchmarks import builtin as _builtin  # noqa: F401  (registers the built-ins)
+from skillopt.benchmarks import builtin_more as _builtin_more  # noqa: F401  (the suite's QA families)
 from skillopt.benchmarks import code as _code  # noqa: F401  (mbpp, humaneval)
 from skillopt.benchmarks import swe_local as _swe_local  # noqa: F401  (swe-local)
+from skillopt.benchmarks import harvested as _harvested  # noqa: F401  (harvest)
 from skillopt.benchmarks import swebench_docker as _swebench_docker  # noqa: F401  (swebench)
 from skillopt.benchmarks.base import (
     SPLITS,

@@ -82,14 +82,30 @@ def plugin_callables(group: str, kind: str, known: Callable[[str], bool]) -> Ite
 
 def _builtins() -> None:
     import skillopt.benchmarks.builtin  # noqa: F401  (registers the built-ins)
+    import skillopt.benchmarks.builtin_more  # noqa: F401
 
 
 def is_jsonl_path(name_or_path: str | Path) -> bool:
     return str(name_or_path).endswith(".jsonl") or Path(name_or_path).suffix == ".jsonl"
 
 
+ARGUMENT_OPTION = "path"  # `NAME:VALUE` gives VALUE to benchmark NAME's `path` option (`harvest:OUT`)
+
+
+def split_argument(name: str) -> tuple[str, str | None]:
+    """`harvest:OUT` -> ("harvest", "OUT") when `harvest` is a benchmark with a `path` option;
+    any other name -> (name, None)."""
+    head, sep, rest = str(name).partition(":")
+    if not sep or not rest or is_jsonl_path(name):
+        return str(name), None
+    _builtins()
+    info = _find(head)
+    return (head, rest) if info is not None and ARGUMENT_OPTION in info.options else (str(name), None)
+
+
 def benchmark_info(name: str) -> BenchmarkInfo:
-    """The registration of a benchmark name; unknown names list the known ones."""
+    """The registration of a benchmark name (`NAME:VALUE` too); unknown names list the known ones."""
+    name = split_argument(name)[0]
     _builtins()
     if _find(name) is None:
         _load_plugins()
@@ -152,6 +168,12 @@ def get_benchmark(name_or_path: str | Path, sizes: SplitSizes | None = None, **o
                            f"its options are {', '.join(sorted(known))}, scorer_options")
         extra = dict(options.pop("scorer_options", None) or {})
         return jsonl_benchmark(name_or_path, sizes, **options, **extra)
-    info = benchmark_info(str(name_or_path))
+    name, arg = split_argument(str(name_or_path))
+    if arg is not None:
+        if options.get(ARGUMENT_OPTION) not in (None, arg):
+            raise BadInput(f"benchmark {name_or_path!r} and option {ARGUMENT_OPTION}={options[ARGUMENT_OPTION]!r} "
+                           "disagree: give the path once")
+        options = {**options, ARGUMENT_OPTION: arg}
+    info = benchmark_info(name)
     _check_options(info, options)
     return info.factory(sizes, **options)

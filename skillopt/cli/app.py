@@ -152,7 +152,7 @@ def fail(message: str) -> None:
 # evaluation need not import the report, compare and export code: ~0.4 s of a CLI start)
 COMMAND_MODULES = {"run": "run", "eval": "run", "compare": "compare", "export": "export", "report": "report",
                    "runs": "runs", "traces": "traces", "models": "models", "benchmarks": "benchmarks",
-                   "config": "config_cmd"}
+                   "config": "config_cmd", "harvest": "harvest", "adopt": "harvest"}
 _VALUED = {"--runs-dir", "--config"}  # root options that take a value
 
 

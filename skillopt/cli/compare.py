@@ -14,9 +14,10 @@ from skillopt.errors import BadInput
 FORMATS = ("table", "json", "markdown")
 
 
-@app.command(help="""Compare skills: scores with 95% confidence intervals per split, per-task wins / losses /
-ties against the first skill, a paired significance test (exact McNemar on 0/1 outcomes, paired bootstrap
-on soft scores), tokens and cost, and with --diff the skill texts' diffs.
+@app.command(help="""Compare skills: scores with 95% confidence intervals per split (errored rollouts counted
+apart, never scored), per-task wins / losses / ties against the first skill, the paired lift with its 95%
+interval and verdict (the same test as the run's summary and the report), tokens and cost, and with --diff
+the skill texts' diffs.
 
 Each argument is RUN (its best version), RUN:vN, RUN:best, RUN:final, RUN:seed or a SKILL.md file. A
 file is scored on the benchmark of the first run given (or --benchmark / --target_model / --harness),
@@ -39,8 +40,6 @@ def compare(
     concurrency: int = typer.Option(None, "--concurrency", show_default="4", help="Rollouts in flight."),
     config: Path = typer.Option(None, "--config", show_default="none", help="YAML config for scoring skill files."),
     overrides: list[str] = typer.Option(None, "--set", show_default="none", help="Dotted override for scoring skill files."),
-    bootstrap: int = typer.Option(10000, "--bootstrap", help="Resamples of the paired bootstrap."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the paired bootstrap."),
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Score skill files with agents unsandboxed."),
 ) -> None:
     from skillopt.api import compare as compare_api
@@ -53,7 +52,7 @@ def compare(
     try:
         cmp = compare_api(*refs, splits=split or ["val", "test"], diff=diff, benchmark=benchmark,
                           config=config or Globals.config, set=list(overrides or []), runs_dir=Globals.runs_dir,
-                          env=load_env(), listeners=[view], bootstrap=bootstrap, seed=seed, trials=trials,
+                          env=load_env(), listeners=[view], trials=trials,
                           harness=harness, target_model=target_model, concurrency=concurrency,
                           sandbox=False if no_sandbox else None)
     finally:

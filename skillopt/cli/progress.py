@@ -10,8 +10,8 @@ from rich.table import Table
 
 from skillopt.cli.app import console, out
 from skillopt.engine.events import Event, Note, PhaseStarted, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
-from skillopt.stats import wilson_interval
 from skillopt.store.schema import RunSummary, SplitScore
+from skillopt.store.scores import score_text
 
 
 class ProgressView:
@@ -82,7 +82,7 @@ class ProgressView:
             self.base_rollouts, self.rollouts, self.cost = m.rollouts, 0, 0.0
             of = f"/{self.total_steps}" if self.total_steps else ""
             self.progress.console.print(
-                f"step {m.step}{of} (epoch {m.epoch + 1}): train {m.train_hard:.3f}, "
+                f"step {m.step}{of} (epoch {m.epoch + 1}): train {_f(m.train_hard)}, "
                 f"{m.candidates} candidates, {m.selected} gated, "
                 f"decision {m.decision or 'none'}, val {_f(m.val)}; {self._status()}")
             self._refresh_run()
@@ -101,11 +101,7 @@ def _f(x: float | None) -> str:
 
 def _score(s: SplitScore | None) -> str:
     """The score with its 95% interval and n (Wilson, on the hard score); errored rollouts apart."""
-    if s is None:
-        return "-"
-    ci = wilson_interval(s.hard * s.n, s.n)
-    errors = f", {s.errors} errored" if s.errors else ""
-    return f"{s.hard:.3f} [{ci.lo:.2f}, {ci.hi:.2f}] (n={s.n}{errors})"
+    return score_text(s, interval=True)
 
 
 def cost_text(cost: float | None, tokens: int) -> str:
@@ -126,10 +122,7 @@ def print_summary(s: RunSummary) -> None:
         table.add_row(label, f"v{s.versions.get(role, 0):03d}", _score(sc.get("val")), _score(sc.get("test")))
     out.print(table)
     if s.test_delta is not None:
-        d = s.test_delta
-        verdict = "better" if d.lo > 0 else "worse" if d.hi < 0 else "no significant difference"
-        out.print(f"test, best - seed: {d.mean:+.3f} (95% CI {d.lo:+.3f} to {d.hi:+.3f}, paired {d.method}, "
-                  f"n={d.n}; {s.test_wins} tasks won, {s.test_losses} lost): {verdict}")
+        out.print(f"test, best - seed: {s.test_lift.text()}", markup=False)  # type: ignore[union-attr]
     per = f", {s.val_rollouts / s.gate_decisions:.1f} val rollouts per decision" if s.gate_decisions else ""
     out.print(f"candidates {sum(s.candidates.values())} ({', '.join(f'{v} {k}' for k, v in sorted(s.candidates.items())) or 'none'}); "
               f"gate decisions {s.gate_decisions}{per}; steps {s.steps}")

@@ -142,6 +142,8 @@ def eval_(
     finally:
         view.stop()
     trigger = f", skill loaded in {result.trigger.text()}" if result.trigger else ""
-    out.print(f"{result.label} on {result.benchmark} {split}: hard {result.score.hard:.3f}, soft {result.score.soft:.3f} "
-              f"(n={result.score.n}, {result.cached} cached{trigger})  [{result.run_id}]", markup=False)
+    sc = result.score  # store.scores: errored rollouts apart, no score without a scored rollout
+    soft = f", soft {sc.soft:.3f}" if sc.has_score else ""
+    out.print(f"{result.label} on {result.benchmark} {split}: hard {sc.text()}{soft} "
+              f"({result.cached} cached{trigger})  [{result.run_id}]", markup=False)
 

@@ -24,19 +24,60 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print the runs as 
     if as_json:
         typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
         return
-    table = Table(box=None, pad_edge=False)
-    table.add_column("run", no_wrap=True, min_width=max([len(r.run_id) for r in rows] + [3]))
-    for col in ("status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best", "updated"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        val = f"{r.seed_val:.3f} -> {r.best_val:.3f}" if r.seed_val is not None and r.best_val is not None else "-"
-        test = f"{r.best_test:.3f}" if r.best_test is not None else "-"
-        table.add_row(r.run_id, f"{r.mode}:{r.status}", str(r.benchmark), str(r.harness), str(r.target_model),
-                      str(r.versions), val, test, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated)))
     if not rows:
         out.print(f"no runs in {Globals.runs_dir}", markup=False)
         return
-    out.print(table, width=max(out.width, max(len(r.run_id) for r in rows) + 110))  # ids whole, even when piped
+    for header, cells in _layouts(rows):  # piped: every column; a terminal: the first layout that fits
+        widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
+        if not out.is_terminal or sum(widths) + 2 * (len(widths) - 1) <= out.width:
+            break
+    for line in [header, *cells]:  # plain columns, one line per run: nothing wraps, ids stay whole
+        typer.echo("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip())
+
+
+LIST_COLUMNS = ("run", "status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best",
+                "updated")
+# narrower and narrower: (columns left out, target width, benchmark width)
+LAYOUTS = (((), 36, 24), (("updated",), 36, 24), (("updated", "versions"), 28, 18),
+           (("updated", "versions", "harness"), 24, 16), (("updated", "versions", "harness", "benchmark"), 18, 12))
+
+
+def _layouts(rows):
+    for drop, spec_w, bench_w in LAYOUTS:
+        keep = [i for i, c in enumerate(LIST_COLUMNS) if c not in drop]
+        cells = [_list_cells(r, spec_w, bench_w) for r in rows]
+        yield [LIST_COLUMNS[i] for i in keep], [[c[i] for i in keep] for c in cells]
+
+
+def short_spec(spec: str | None, width: int = 36) -> str:
+    """A model spec or benchmark path short enough for a column: a base URL as host:port, then (still
+    too long) without it, then without the provider, then with the middle cut out; a .jsonl file by
+    its name."""
+    text = str(spec or "-")
+    if text.lower().endswith(".jsonl"):
+        text = text.replace("\\", "/").rsplit("/", 1)[-1]
+    name, at, url = text.partition("@")
+    tries = [text]
+    if at:
+        tries = [f"{name}@{url.split('://', 1)[-1].split('/', 1)[0]}", name]
+    if ":" in name:
+        tries.append(name.split(":", 1)[1])
+    text = next((t for t in tries if len(t) <= width), tries[-1])
+    if len(text) > width:
+        keep = width - 3
+        text = text[:(keep + 1) // 2] + "..." + text[len(text) - keep // 2:]
+    return text
+
+
+def _list_cells(r, spec_w: int = 36, bench_w: int = 24) -> list[str]:
+    val = f"{_score(r.seed_val)} -> {_score(r.best_val)}" if r.seed_val is not None or r.best_val is not None else "-"
+    return [r.run_id, f"{r.mode}:{r.status}", short_spec(r.benchmark, bench_w), str(r.harness),
+            short_spec(r.target_model, spec_w),
+            str(r.versions), val, _score(r.best_test), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.updated))]
+
+
+def _score(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 @runs_app.command("show", help="""Show a run's version tree (parent, origin, gate decision and its evidence,
@@ -71,7 +112,7 @@ def show(
 
 
 def _score_text(node) -> str:
-    parts = [f"{s} {sc.hard:.3f} (n={sc.n})" for s, sc in node.scores.items()]
+    parts = [f"{s} {sc.text()}" for s, sc in node.scores.items()]
     text = ", ".join(parts) if parts else (node.note or "no scores")
     loaded = [f"{s} {tr.text()}" for s, tr in node.trigger.items()]
     return text + (f"; skill loaded: {', '.join(loaded)}" if loaded else "")
@@ -87,8 +128,9 @@ def _print_tree(tree) -> None:
               f"{', data ' + tree.data_hash if tree.data_hash else ''}", markup=False)
     if tree.status != "finished":
         out.print(f"note: the run is {tree.status}; this is what it has so far", markup=False)
-    out.print("versions (hard score on val / test from rollouts, and for agent harnesses the share of rollouts whose "
-              "agent loaded the skill; gate evidence under each candidate):", markup=False)
+    out.print("versions (hard score on val / test: mean over every scored rollout of the version, errored ones apart; "
+              "for agent harnesses the share of rollouts whose agent loaded the skill; gate evidence under each "
+              "candidate, its scores over the gate's pairs only):", markup=False)
     by_version = {n.version: n for n in tree.nodes}
 
     def walk(n, prefix: str, last: bool, top: bool) -> None:
@@ -119,10 +161,10 @@ def _print_version(view, node, diff: bool) -> None:
     marks = f"  <{', '.join(node.marks)}>" if node.marks else ""
     out.print(f"{view.run_id}:{node.label} [{node.status}] {node.origin}, parent {parent}, sha {node.sha[:12]}{marks}",
               markup=False)
-    out.print(f"scores (hard, from rollouts): {_score_text(node)}", markup=False)
+    out.print(f"scores (hard, mean over every scored rollout of the version): {_score_text(node)}", markup=False)
     for e in node.edits:
         where = " of the description" if e.part == "description" else f" at {e.anchor!r}" if e.anchor else ""
-        out.print(f"edit {e.op}{where} ({e.status}: {e.detail}); rationale: {e.rationale or '-'}; "
+        out.print(f"edit {e.op}{where} ({e.status}{': ' + e.detail if e.detail else ''}); rationale: {e.rationale or '-'}; "
                   f"evidence: {', '.join(e.evidence) or '-'}", markup=False)
     g = node.gate
     if g is not None:
@@ -138,6 +180,8 @@ def _print_version(view, node, diff: bool) -> None:
                 outcome = "win" if t.candidate > t.incumbent + 1e-9 else "loss" if t.candidate < t.incumbent - 1e-9 else "tie"
             table.add_row(t.task_id, f"{t.incumbent:.3f}", cand, outcome)
         out.print(table)
+    elif node.status == "not-gated":
+        out.print("gate: not gated (it passed its screen; another candidate of its step was gated first)", markup=False)
     elif node.status in ("accepted", "rejected", "candidate"):
         out.print("gate: no decision recorded", markup=False)
     text = view.store.skill(node.version).render()

@@ -8,32 +8,40 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from skillopt.benchmarks.base import Task
-from skillopt.edits import apply_edits
+from skillopt.edits import Edit, apply_edits
 from skillopt.engine.events import Emitter, Note
 from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer
 from skillopt.optimizer.describe import DescriptionProposer
-from skillopt.optimizer.leakage import LeakageCheck
+from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
+from skillopt.optimizer.rules import RuleProposer
+from skillopt.optimizer.template import template
 from skillopt.optimizer.types import Candidate
 from skillopt.skill import Skill
 
 if TYPE_CHECKING:
     from skillopt.engine.loop import Context
 
-EXEMPT = ("demonstration", "consolidation")  # labelled examples / rewrites of the skill itself
+EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-inferiority
 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
-    cfg = ctx.cfg.train
-    out: list[Proposer] = [ReflectionProposer(
-        ctx.models, ctx.optimizer, count=cfg.max_reflections_per_step, minibatch_size=cfg.minibatch_size,
-        successes=cfg.include_successes, max_tokens=ctx.cfg.models.optimizer_max_tokens,
-        temperature=ctx.cfg.models.optimizer_temperature)]
+    cfg, m = ctx.cfg.train, ctx.cfg.models
+    tpl = template(cfg.template)
+    out: list[Proposer] = []
+    if cfg.max_reflections_per_step > 0:
+        out.append(ReflectionProposer(
+            ctx.models, ctx.optimizer, count=cfg.max_reflections_per_step, minibatch_size=cfg.minibatch_size,
+            successes=cfg.include_successes, max_tokens=m.optimizer_max_tokens,
+            temperature=m.optimizer_temperature, template=tpl))
+    if cfg.rules_per_step > 0:
+        out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
+                                temperature=m.optimizer_temperature))
     if cfg.demonstrations:
         out.append(DemonstrationProposer(ctx.models, ctx.optimizer, ctx.benchmark, ctx.cfg.harness,
-                                         max_tokens=ctx.runner.limits.max_tokens))
+                                         max_tokens=ctx.runner.limits.max_tokens, template=tpl))
     if cfg.merge:
         out.append(MergeProposer())
     if cfg.ablations_per_step > 0:
@@ -56,6 +64,20 @@ async def propose_all(proposers: list[Proposer], state: SearchState, emit: Emitt
     return candidates
 
 
+def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> list[LeakFinding]:
+    """What the candidate's edits copy from the train tasks the optimizer was shown. A worked
+    example quotes its own train task by design (its evidence), and nothing else: never another
+    task's text, and never a task that is not a train task of this step."""
+    if c.origin != "demonstration":
+        return LeakageCheck(shown, skill.render()).check(edits)
+    ids = {t.id for t in shown}
+    own = {t for e in edits for t in e.evidence}
+    foreign = sorted(own - ids)
+    if foreign:
+        return [LeakFinding(i, foreign[0], "a task that is not a train task of this step") for i in range(len(edits))]
+    return LeakageCheck([t for t in shown if t.id not in own], skill.render(), runs_only=True).check(edits)
+
+
 class Preparer:
     """Turns a proposed candidate into a stored skill version, or says why it will not be tried."""
 
@@ -66,7 +88,7 @@ class Preparer:
         cfg, store = self.ctx.cfg, self.ctx.store
         edits = list(c.edits)
         if cfg.train.leakage_check and c.origin not in EXEMPT:
-            findings = LeakageCheck(shown, skill.render()).check(edits)
+            findings = leaks(c, edits, shown, skill)
             c.leakage = [str(f) for f in findings]
             leaked = {f.edit for f in findings}
             edits = [e for i, e in enumerate(edits) if i not in leaked]

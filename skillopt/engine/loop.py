@@ -138,7 +138,7 @@ class Trainer:
         decision = None
         for i, c in enumerate(ready):
             if i >= self.ctx.cfg.gate.per_step or (decision is not None and decision.accepted):
-                c.status, c.note = "not-gated", c.note or "passed the screen; another candidate was gated first"
+                c.status, c.note = "not-gated", c.note or "passed the screen"
                 continue
             decision = await self.gate(c, skill)
             self.ctx.store.write_gate(n, decision)

@@ -26,8 +26,9 @@ from skillopt.errors import BadInput, BudgetExceeded, RunFailed, ScorerFailed
 from skillopt.models import ProviderEnv
 from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
-from skillopt.stats import paired_difference_interval
+from skillopt.stats import PairedLift, paired_lift
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
+from skillopt.store.scores import latest_per_trial
 from skillopt.store.redact import masked_paths, redact
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
@@ -214,25 +215,14 @@ def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
 
 
 def _records_for(trainer: Trainer, version: int, split: str, rollouts: list[RolloutRecord]) -> list[RolloutRecord]:
-    """A version's rollouts of a split, the latest per (task, trial), a scored one over an errored
-    one (by content: the same skill may hold two numbers). Sampled targets: every draw counts."""
+    """A version's rollouts of a split by content (the same skill may hold two numbers), one per
+    (task, trial): the latest scored one over an errored one (`store.scores.latest_per_trial`)."""
     sha = trainer.ctx.store.version(version).sha
-    latest: dict[tuple[str, int], RolloutRecord] = {}
-    for r in rollouts:
-        if r.skill_sha == sha and r.split == split:
-            latest[(r.task_id, r.trial)] = r if not r.errored else latest.get((r.task_id, r.trial), r)
-    return list(latest.values())
+    return latest_per_trial(r for r in rollouts if r.skill_sha == sha and r.split == split)
 
 
-def _test_delta(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str):
-    a, b = per_task(seed, metric), per_task(best, metric)
-    common = sorted(t for t in a if t in b)
-    if not common:
-        return None, 0, 0
-    xs, ys = [a[t] for t in common], [b[t] for t in common]
-    wins = sum(y > x + 1e-9 for x, y in zip(xs, ys))
-    losses = sum(y < x - 1e-9 for x, y in zip(xs, ys))
-    return paired_difference_interval(xs, ys), wins, losses
+def _test_lift(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str) -> PairedLift | None:
+    return paired_lift(per_task(seed, metric), per_task(best, metric))
 
 
 def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> RunSummary:
@@ -246,7 +236,7 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     del every
     scores = {role: {split: split_score(records[(role, split)]) if records[(role, split)] else None
                      for split in ("val", "test")} for role in roles}
-    delta, wins, losses = _test_delta(records[("seed", "test")], records[("best", "test")], cfg.gate.metric)
+    lift = _test_lift(records[("seed", "test")], records[("best", "test")], cfg.gate.metric)
     candidates: dict[str, int] = {}
     decisions = val_rollouts = accepted_edits = rejected_edits = 0
     for n in range(1, st.step + 2):
@@ -262,7 +252,8 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     return RunSummary(
         run_id=store.run_id, status=st.status, benchmark=cfg.benchmark, harness=cfg.harness,
         target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=data_hash(tasks),
-        versions=roles, scores=scores, test_delta=delta, test_wins=wins, test_losses=losses,
+        versions=roles, scores=scores, test_delta=lift.interval if lift else None, test_wins=lift.wins if lift else 0,
+        test_losses=lift.losses if lift else 0,
         gate_decisions=decisions, val_rollouts=val_rollouts, candidates=candidates,
         candidates_accepted=sum(v.status == "accepted" for v in versions),
         candidates_rejected=sum(v.status in ("rejected", "screened-out") for v in versions),

@@ -27,7 +27,8 @@ from skillopt.store.run import RunStore
 
 @dataclass(frozen=True)
 class ScoredSkill:
-    """A skill's rollouts by split (scored ones only), and what scoring them cost."""
+    """A skill's rollouts by split (a scored one per task and trial, else its errored one), and what
+    scoring them cost."""
 
     sha: str
     records: dict[str, list[RolloutRecord]]
@@ -36,8 +37,10 @@ class ScoredSkill:
     data_hash: str  # of the benchmark's data as it is now
 
 
-def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, RolloutRecord]]:
-    """Rollouts with these cache keys in any run under `runs_dir`: key -> (run id, record)."""
+def find_rollouts(runs_dir: Path, keys: set[str],
+                  errored: dict[str, RolloutRecord] | None = None) -> dict[str, tuple[str, RolloutRecord]]:
+    """Scored rollouts with these cache keys in any run under `runs_dir`: key -> (run id, record).
+    `errored`, when given, receives the last errored rollout of each key (counted apart, never a score)."""
     found: dict[str, tuple[str, RolloutRecord]] = {}
     if not keys:
         return found
@@ -45,7 +48,7 @@ def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, Rollou
         with path.open(encoding="utf-8") as f:
             for line in f:
                 key = line[8:72] if line.startswith('{"key":"') else None
-                if key is not None and (key not in keys or key in found):
+                if key is not None and (key not in keys or (key in found and errored is None)):
                     continue
                 try:
                     rec = RolloutRecord.model_validate_json(line)
@@ -53,6 +56,8 @@ def find_rollouts(runs_dir: Path, keys: set[str]) -> dict[str, tuple[str, Rollou
                     continue  # a torn last line of an interrupted run
                 if rec.key in keys and rec.key not in found and not rec.errored:  # errored: run again
                     found[rec.key] = (path.parent.name, rec)
+                elif errored is not None and rec.key in keys and rec.errored:
+                    errored[rec.key] = rec
     return found
 
 
@@ -82,9 +87,13 @@ def score_skill(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: 
         for split in missing:
             evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners,
                            benchmark=benchmark)
-        found = find_rollouts(runs_dir, keys)
-    records = {s: [found[k][1].model_copy(update={"split": s}) for k in w if k in found and not found[k][1].errored]
-               for s, w in wanted.items()}
+        failed: dict[str, RolloutRecord] = {}
+        found = find_rollouts(runs_dir, keys, failed)
+    else:
+        failed = {}
+    # a scored rollout per key; where none, its errored one (compare counts it apart, never scores it)
+    records = {s: [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})
+                   for k in w if k in found or k in failed] for s, w in wanted.items()}
     tasks_now = [t for s in ("train", "val", "test") for t in bench.tasks(s)]  # type: ignore[arg-type]
     return ScoredSkill(skill.sha, records, cached, len(found) - cached, data_hash(tasks_now))
 

@@ -24,18 +24,13 @@ from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import SearchState
-from skillopt.optimizer.reflect import anchor_choices
+from skillopt.optimizer.reflect import anchor_before_protected
+from skillopt.optimizer.template import WORKING_FIRST, Template
 from skillopt.optimizer.types import Candidate
 from skillopt.prompts import chat_system
 from skillopt.skill import Skill
 
 SECTION = "Worked example"
-# what the teacher is asked on top of the task: an example is only useful if it shows the work
-SHOW_WORK = ('Show your work first, one step per line, numbered "Step 1:", "Step 2:", ..., and only then give '
-             "the final answer the task asks for.")
-# the line that opens the example: a small model copies an example's shape only when told to
-FOLLOW = ('Reply the way this example does: the work first, one step per line ("Step 1: ...", "Step 2: ..."), '
-          "then the final answer. Never give the final answer alone.")
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200  # a longer reply is not made an example (it is never cut)
 # failed train tasks the teacher solves per step, at once: the target copies the example's length,
@@ -45,43 +40,34 @@ MAX_REPLY_CHARS = 1200  # a longer reply is not made an example (it is never cut
 ATTEMPTS = 5
 
 
-def example_section(task: Task, reply: str) -> str:
+def example_section(task: Task, reply: str, follow: str = WORKING_FIRST.follow) -> str:
+    """The example's section: `follow` opens it (a small model copies an example's shape only
+    when told to; what it says is the template's, `train.template`)."""
     prompt = task.prompt.strip()
     if len(prompt) > MAX_TASK_CHARS:
         prompt = prompt[:MAX_TASK_CHARS].rstrip() + " ..."
-    return (f"## {SECTION}\n\n{FOLLOW}\n\nTask:\n{prompt}\n\nA reply that solved it:\n"
+    return (f"## {SECTION}\n\n{follow}\n\nTask:\n{prompt}\n\nA reply that solved it:\n"
             f"{reply.strip()}\n")
 
 
-def demonstration_edit(skill: Skill, task: Task, reply: str) -> Edit:
+def demonstration_edit(skill: Skill, task: Task, reply: str, follow: str = WORKING_FIRST.follow) -> Edit:
     """Replace the skill's worked example when it has one (examples rotate), else add one before
     the first protected section (or at the end)."""
-    text = example_section(task, reply)
+    text = example_section(task, reply, follow)
     why = f"a worked example from train task {task.id}, solved"
     if any(s.title == SECTION for s in skill.sections()):
         return Edit(op="replace", anchor=SECTION, text=text, rationale=why, evidence=[task.id])
-    return Edit(op="add", anchor=_anchor_before_protected(skill), text=text, rationale=why, evidence=[task.id])
-
-
-def _anchor_before_protected(skill: Skill) -> str | None:
-    """The last section title that holds no protected region and comes before one; else the end."""
-    editable = set(anchor_choices(skill, editable=True))
-    spans = skill.protected_spans()
-    first_protected = min((a for a, _ in spans), default=None)
-    best = None
-    for s in skill.sections():
-        if s.title in editable and (first_protected is None or s.end <= first_protected):
-            best = s.title
-    return best
+    return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=[task.id])
 
 
 class DemonstrationProposer:
     name = "demonstration"
 
     def __init__(self, models: Models, teacher: ModelSpec | None, benchmark: Benchmark, harness: str,
-                 max_tokens: int | None = None, attempts: int = ATTEMPTS):
+                 max_tokens: int | None = None, attempts: int = ATTEMPTS, template: Template = WORKING_FIRST):
         self.models, self.teacher, self.benchmark = models, teacher, benchmark
         self.harness, self.max_tokens, self.attempts = harness, max_tokens, attempts
+        self.template = template
         self.used: set[str] = set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> list[Candidate]:
@@ -90,7 +76,7 @@ class DemonstrationProposer:
             return []
         task, reply, how = min(found, key=lambda f: len(f[1].strip()))
         self.used.add(task.id)
-        edit = demonstration_edit(state.skill, task, reply)
+        edit = demonstration_edit(state.skill, task, reply, self.template.follow)
         failed = [r.task_id for r in state.scored if r.failed and r.task_id != task.id]
         return [Candidate(id="", step=state.step, origin="demonstration", parent=state.version, edits=[edit],
                           rationale=f"worked example ({how}) from train task {task.id}",
@@ -117,7 +103,7 @@ class DemonstrationProposer:
         from skillopt.errors import ModelCallError
 
         system = chat_system(skill)
-        user = f"{task.prompt}\n\n{SHOW_WORK}"
+        user = f"{task.prompt}\n\n{self.template.show_work}".strip()
         req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
                           max_tokens=self.max_tokens, temperature=0.0)
         try:

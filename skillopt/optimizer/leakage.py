@@ -9,8 +9,9 @@ Before any rollout, each edit's new text is compared with the train tasks the op
   characters or more) as a whole token, unless the skill already holds it, or
 - repeats a quantity of a task together with a word next to it in that task ("2 fruits").
 
-Worked examples made by the demonstration strategy are exempt by design: they are labelled
-examples taken from one train task, never from validation or test tasks.
+A worked example made by the demonstration strategy quotes its own train task by design; it is
+checked against the other tasks for copied runs of words only (`runs_only`): a number in its reply
+that happens to be another task's answer is a coincidence, not a copy.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class LeakFinding:
 class LeakageCheck:
     """Built once per step from the train tasks the optimizer saw; `check` is pure and cheap."""
 
-    def __init__(self, tasks: Sequence[Task], skill_text: str, n: int = N):
-        self.n = n
+    def __init__(self, tasks: Sequence[Task], skill_text: str, n: int = N, runs_only: bool = False):
+        self.n, self.runs_only = n, runs_only
         self.tasks = list(tasks)
         self.skill_words = set(_words(skill_text))
         self.skill_grams = _grams(_words(skill_text), n)
@@ -80,6 +81,8 @@ class LeakageCheck:
             shared = grams & _grams(self.prompt_words[t.id], self.n)
             if shared:
                 return LeakFinding(i, t.id, f"'{' '.join(sorted(shared)[0])}'")
+            if self.runs_only:
+                continue
             answer = self._answer_in(words, t)
             if answer:
                 return LeakFinding(i, t.id, f"its reference answer '{answer}'")

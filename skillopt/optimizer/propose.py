@@ -19,7 +19,8 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.aggregate import aggregate, select
-from skillopt.optimizer.reflect import FOCI, make_minibatches, reflect
+from skillopt.optimizer.reflect import foci, make_minibatches, reflect
+from skillopt.optimizer.template import WORKING_FIRST, Template
 from skillopt.optimizer.types import Candidate, Reflection, ScoredRollout
 from skillopt.skill import Skill
 
@@ -58,8 +59,9 @@ class ReflectionProposer:
 
     def __init__(self, models: Models, spec: ModelSpec, count: int = 3, minibatch_size: int = 4,
                  successes: int = 2, max_tokens: int | None = None, temperature: float | None = None,
-                 retries: int = 2):
+                 retries: int = 2, template: Template = WORKING_FIRST):
         self.models, self.spec, self.count, self.retries = models, spec, count, retries
+        self.foci = foci(template)
         self.minibatch_size, self.successes = minibatch_size, successes
         self.max_tokens, self.temperature = max_tokens, temperature
 
@@ -67,7 +69,7 @@ class ReflectionProposer:
         batches = make_minibatches(state.scored, self.minibatch_size, self.successes, self.count)
         if not batches:
             return []
-        plan = [(batches[i % len(batches)], i // len(batches), FOCI[(state.step - 1 + i) % len(FOCI)])
+        plan = [(batches[i % len(batches)], i // len(batches), self.foci[(state.step - 1 + i) % len(self.foci)])
                 for i in range(self.count)]
         self.models.meter.check()
         reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus)

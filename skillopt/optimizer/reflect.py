@@ -8,6 +8,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
+from skillopt.optimizer.template import Template
 from skillopt.optimizer.types import Reflection, ReflectionReply, ScoredRollout
 from skillopt.prompts import render
 from skillopt.skill import Skill
@@ -32,15 +33,18 @@ MAX_EDIT_CHARS = 800  # one edit's text: a bounded edit, a rule or two, not a re
 
 # Each reflection of a step looks at its failures from another angle (the way PromptBreeder varies
 # its mutation prompts): one proposal per angle makes the candidates of a step differ in kind, not
-# only in wording. None of them names a task family.
+# only in wording. None of them names a task family. The first angle, the reply's shape, is the
+# template's (`optimizer.template`, `train.template`): `foci(template)`.
 FOCI = (
-    "the exact shape of the reply: tell the agent what to write before its final answer, line by line (for "
-    "example numbered steps, 'Step 1: ...'), and that the final answer never comes alone; show that shape in "
-    "a short example with placeholders, never a task's own content.",
     "the procedure: the steps the agent should work through, in order, for every task of this kind.",
     "the mistakes in the failed outputs, and one check the agent should run before it answers.",
     "what the skill already says but the agent ignores or misreads: say it more directly, or remove what misleads.",
 )
+
+
+def foci(template: Template) -> tuple[str, ...]:
+    """The angles of a step's reflections, in turn: the template's angle on the reply's shape first."""
+    return (template.shape_focus, *FOCI)
 
 
 def anchor_choices(skill: Skill, editable: bool = False) -> list[str]:
@@ -61,6 +65,18 @@ def anchor_choices(skill: Skill, editable: bool = False) -> list[str]:
             choices.append(text)
         pos += len(line)
     return list(dict.fromkeys(choices))
+
+
+def anchor_before_protected(skill: Skill) -> str | None:
+    """The last section title that holds no protected region and comes before one; else the end."""
+    editable = set(anchor_choices(skill, editable=True))
+    spans = skill.protected_spans()
+    first_protected = min((a for a, _ in spans), default=None)
+    best = None
+    for s in skill.sections():
+        if s.title in editable and (first_protected is None or s.end <= first_protected):
+            best = s.title
+    return best
 
 
 def reply_schema(skill: Skill, max_edits: int) -> dict:
@@ -94,7 +110,7 @@ async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[
                   sample: int = 0, focus: str | None = None) -> Reflection:
     """One optimizer call. `sample` > 0 asks for another draw of the same prompt (a sampling seed,
     and a temperature of at least 0.8), so several reflections on one minibatch differ; `focus`
-    (one of `FOCI`) is the angle this reflection takes."""
+    (one of `foci(template)`) is the angle this reflection takes."""
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
                     rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
                     editable=anchor_choices(skill, editable=True), focus=focus)

@@ -138,7 +138,7 @@ class ScreenResult(BaseModel):
                                  and self.changed * 2 > len(self.tasks))
 
 
-Origin = Literal["reflection", "demonstration", "merge", "ablation", "consolidation", "description"]
+Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

@@ -15,17 +15,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from skillopt.errors import BadInput
 from skillopt.report.data import RunView
 from skillopt.report.lineage import skill_diff
-from skillopt.stats import (
-    Interval,
-    Outcomes,
-    TestResult,
-    paired_outcomes,
-    paired_test,
-    score_interval,
-)
-from skillopt.store.schema import RolloutRecord, per_task
+from skillopt.report.runs_list import all_runs
+from skillopt.stats import Interval, PairedLift, paired_lift, score_interval
+from skillopt.store.schema import RolloutRecord
+from skillopt.store.scores import SplitScore, latest_per_trial, per_task, scored
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 
@@ -54,6 +50,7 @@ class SkillEntry(BaseModel):
     run_tokens: int | None = None  # the whole run's tokens, all roles (runs)
     run_cost_usd: float | None = None
     run_cost_unknown: bool = False
+    runs_dir: str = ""  # runs: the folder that holds the run (for the commands the notes suggest)
 
 
 @dataclass
@@ -63,24 +60,28 @@ class EntryData:
 
 
 class ScoreRow(BaseModel):
+    """A skill's score on a split (`store.scores.SplitScore`, errored rollouts apart) with its interval.
+    `hard` / `soft` are None when no rollout was scored."""
+
     split: str
     label: str
-    rollouts: int
-    tasks: int
-    hard: Interval
-    soft: Interval
+    rollouts: int  # scored rollouts
+    tasks: int  # tasks with a scored rollout
+    errors: int = 0  # errored rollouts: counted apart, never a score
+    hard: Interval | None
+    soft: Interval | None
     trigger: TriggerRate | None = None  # agent harnesses: rollouts whose agent loaded the skill
 
 
 class PairedRow(BaseModel):
-    """B (`label`) against A (`baseline`) on the tasks of `split` both have; per-task means over trials."""
+    """B (`label`) against A (`baseline`) on the tasks of `split` both have scored; per-task means over
+    trials. `lift` is the paired lift the run's summary and the report show too (`stats.PairedLift`)."""
 
     split: str
     label: str
     baseline: str
     metric: Literal["hard", "soft"]
-    outcomes: Outcomes
-    test: TestResult
+    lift: PairedLift
 
 
 class UsageRow(BaseModel):
@@ -109,10 +110,10 @@ METHODS = {
     "hard interval": "Wilson score interval (95%) over rollouts",
     "soft interval": "Student t interval (95%) over rollouts, clipped to [0, 1]",
     "wins/losses/ties": "per task, mean over trials, against the first skill",
-    "hard test": "exact McNemar (binomial) on per-task 0/1 outcomes; paired bootstrap when several trials "
-                 "make per-task means fractional",
-    "soft test": "paired bootstrap of the mean per-task difference (seeded), two-sided; exact sign-flip test "
-                 "when every per-task difference is the same",
+    "paired lift": "mean per-task difference against the first skill with its 95% interval: Agresti-Min for "
+                   "0/1 outcomes, Student t over the differences otherwise; better / worse when the interval "
+                   "lies above / below 0 (the same test as the run's summary and the report)",
+    "errored rollouts": "infrastructure failures are counted apart and never scored",
 }
 
 
@@ -128,8 +129,44 @@ def run_entry(ref: SkillRef, splits: Sequence[str], label: str | None = None) ->
         version=v.version, origin=v.origin, benchmark=view.benchmark, harness=view.harness,
         target_model=view.target_model, run_status=view.status, data_hash=view.data_hash,
         run_tokens=meter.tokens if meter else None, run_cost_usd=meter.known_cost_usd if meter else None,
-        run_cost_unknown=meter.cost_unknown if meter else False)
-    return EntryData(entry, {s: view.records_for(v.sha, s) for s in splits})
+        run_cost_unknown=meter.cost_unknown if meter else False, runs_dir=str(view.runs_dir))
+    others = same_setup_runs(view)
+    return EntryData(entry, {s: stored_records(view, v.sha, s, others) for s in splits})
+
+
+def same_setup_runs(view: RunView) -> list[RunView]:
+    """The other runs under `view`'s runs folder made on the same benchmark data, harness and target."""
+    out = []
+    for path in all_runs(view.runs_dir):
+        if path.name == view.run_id:
+            continue
+        try:
+            other = RunView.open(view.runs_dir, path.name)
+            if same_setup(view, other):
+                out.append(other)
+        except (BadInput, OSError, ValueError):  # a broken or foreign folder adds nothing to a comparison
+            continue
+    return out
+
+
+def stored_records(view: RunView, sha: str, split: str, others: Sequence[RunView] = ()) -> list[RolloutRecord]:
+    """Every stored rollout of the skill content `sha` on `split`: the run's own, and those of the
+    runs `others` (`same_setup_runs`; `skillopt eval --skill RUN:vN` stores its rollouts in an
+    evaluation run of its own); one per (task, trial), a scored one first."""
+    recs = list(view.records_for(sha, split))
+    for other in others:
+        recs += other.records_for(sha, split)
+    return latest_per_trial(recs)
+
+
+def same_setup(a: RunView, b: RunView) -> bool:
+    """Whether rollouts of `b`'s run count as `a`'s: same benchmark data, harness and its options, target."""
+    ca, cb = a.config, b.config
+    if (_bench_key(ca.benchmark), ca.harness, ca.target_model) != (_bench_key(cb.benchmark), cb.harness, cb.target_model):
+        return False
+    if ca.harness_options != cb.harness_options or ca.benchmark_options != cb.benchmark_options:
+        return False
+    return not (a.data_hash and b.data_hash and a.data_hash != b.data_hash)
 
 
 def unique_labels(labels: Sequence[str]) -> list[str]:
@@ -143,29 +180,34 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 
 # the comparison --------------------------------------------------------------------------------------------
-def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SPLITS, with_diff: bool = False,
-            n_boot: int = 10000, seed: int = 0) -> Comparison:
-    """Scores, paired tests against the first entry, usage and (optionally) diffs."""
+def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SPLITS,
+                   with_diff: bool = False) -> Comparison:
+    """Scores, paired lifts against the first entry, usage and (optionally) diffs."""
     if not data:
         raise ValueError("nothing to compare")
     cmp = Comparison(entries=[d.entry for d in data], splits=list(splits), methods=dict(METHODS))
     base = data[0]
     for split in splits:
         for d in data:
-            recs = d.records.get(split, [])
-            if not recs:
+            every = d.records.get(split, [])
+            if not every:
                 cmp.notes.append(f"{d.entry.label} has no rollouts on {split}" + _how_to_score(d.entry, split))
                 continue
-            cmp.scores.append(ScoreRow(split=split, label=d.entry.label, rollouts=len(recs),
+            score, recs = SplitScore.of(every), scored(every)
+            if not score.has_score:
+                cmp.notes.append(f"{d.entry.label} has no score on {split}: its {score.errors} rollout(s) there "
+                                 f"errored (infrastructure failures are not scores)")
+            cmp.scores.append(ScoreRow(split=split, label=d.entry.label, rollouts=score.n, errors=score.errors,
                                        tasks=len({r.task_id for r in recs}),
-                                       hard=score_interval([r.hard for r in recs]),
-                                       soft=score_interval([r.soft for r in recs]), trigger=trigger_rate(recs)))
+                                       hard=score_interval([r.hard for r in recs]) if recs else None,
+                                       soft=score_interval([r.soft for r in recs]) if recs else None,
+                                       trigger=trigger_rate(recs) if recs else None))
         for d in data[1:]:
-            cmp.paired += _paired(base, d, split, cmp.notes, n_boot, seed)
-    few = sorted({r.outcomes.n for r in cmp.paired if 0 < r.outcomes.n < FEW_TASKS})
+            cmp.paired += _paired(base, d, split, cmp.notes)
+    few = sorted({r.lift.n for r in cmp.paired if 0 < r.lift.n < FEW_TASKS})
     if few:
-        cmp.notes.append(f"some comparisons pair only {few[0]} task(s): with fewer than {FEW_TASKS} the tests have "
-                         f"little power (and the bootstrap is optimistic)")
+        cmp.notes.append(f"some comparisons pair only {few[0]} task(s): with fewer than {FEW_TASKS} the interval "
+                         f"is wide and the test has little power")
     cmp.usage = [_usage(d, splits) for d in data]
     cmp.warnings += setup_warnings([d.entry for d in data])
     if with_diff:
@@ -174,26 +216,26 @@ def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SP
     return cmp
 
 
-def _paired(base: EntryData, other: EntryData, split: str, notes: list[str], n_boot: int, seed: int) -> list[PairedRow]:
-    a_recs, b_recs = base.records.get(split, []), other.records.get(split, [])
+def _paired(base: EntryData, other: EntryData, split: str, notes: list[str]) -> list[PairedRow]:
+    a_recs, b_recs = scored(base.records.get(split, [])), scored(other.records.get(split, []))
     if not a_recs or not b_recs:
         return []
     rows = []
     for metric in ("hard", "soft"):
-        a, b = per_task(a_recs, metric, skip_errored=False), per_task(b_recs, metric, skip_errored=False)
-        out = paired_outcomes(a, b)
-        rows.append(PairedRow(split=split, label=other.entry.label, baseline=base.entry.label, metric=metric,  # type: ignore[arg-type]
-                              outcomes=out, test=paired_test(a, b, metric, n_boot=n_boot, seed=seed)))
+        lift = paired_lift(per_task(a_recs, metric), per_task(b_recs, metric))
+        if lift is not None:
+            rows.append(PairedRow(split=split, label=other.entry.label, baseline=base.entry.label,
+                                  metric=metric, lift=lift))  # type: ignore[arg-type]
     a_tasks, b_tasks = {r.task_id for r in a_recs}, {r.task_id for r in b_recs}
     common = len(a_tasks & b_tasks)
     if a_tasks != b_tasks:
         notes.append(f"on {split}, {other.entry.label} and {base.entry.label} share {common} of "
-                     f"{len(a_tasks | b_tasks)} tasks: the paired test uses those {common}")
+                     f"{len(a_tasks | b_tasks)} scored tasks: the paired lift uses those {common}")
     return rows
 
 
 def _usage(d: EntryData, splits: Sequence[str]) -> UsageRow:
-    recs = [r for s in splits for r in d.records.get(s, [])]
+    recs = [r for s in splits for r in d.records.get(s, [])]  # errored ones too: they may have cost
     unknown = any(r.cost_usd is None and (r.input_tokens or r.output_tokens) for r in recs)
     e = d.entry
     return UsageRow(label=e.label, rollouts=len(recs), input_tokens=sum(r.input_tokens for r in recs),
@@ -203,8 +245,10 @@ def _usage(d: EntryData, splits: Sequence[str]) -> UsageRow:
 
 
 def _how_to_score(e: SkillEntry, split: str) -> str:
+    """The command that stores the missing rollouts where compare finds them (see `stored_records`)."""
     if e.kind == "run" and e.run_id is not None and e.version is not None:
-        return f" (score it with: skillopt eval --skill {e.run_id}:v{e.version} --split {split})"
+        rd = "" if not e.runs_dir or Path(e.runs_dir) == Path("runs") else f" --runs-dir {e.runs_dir}"
+        return f" (score it with: skillopt eval --skill {e.run_id}:v{e.version} --split {split}{rd})"
     return ""
 
 
@@ -234,4 +278,4 @@ def setup_warnings(entries: Sequence[SkillEntry]) -> list[str]:
         if e.data_hash and first.data_hash and e.data_hash != first.data_hash:
             out.append(f"{e.label} and {first.label} were scored on different benchmark data "
                        f"(data hash {e.data_hash} vs {first.data_hash})")
-    return out
+    return list(dict.fromkeys(out))  # a run compared with itself (RUN:seed RUN:best) is flagged once

@@ -19,6 +19,7 @@ from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics,
 )
 from skillopt.store.index import RunIndex
+from skillopt.store.scores import latest_per_trial
 from skillopt.store.run import RunStore
 
 SPLITS = ("train", "val", "test")
@@ -137,22 +138,14 @@ class RunView:
     def records_for(self, sha: str, split: str | None = None) -> list[RolloutRecord]:
         """Rollouts of the skill content `sha` (whatever version number they were stored under).
 
-        `split=None` or `"all"` gives every split. Duplicates of one (task, trial) keep the first.
+        `split=None` or `"all"` gives every split. One per (task, trial): the latest scored one over
+        an errored one (`store.scores.latest_per_trial`).
         """
         memo = ("records", sha, split)
-        if memo in self._memo:
-            return self._memo[memo]
-        seen: set[tuple[str, int, str]] = set()
-        out = []
-        for r in self._pool(sha, split):
-            if r.skill_sha != sha or (split not in (None, "all") and r.split != split):
-                continue
-            k = (r.task_id, r.trial, r.split if split not in (None, "all") else "")
-            if k not in seen:
-                seen.add(k)
-                out.append(r)
-        self._memo[memo] = out
-        return out
+        if memo not in self._memo:
+            self._memo[memo] = latest_per_trial(
+                r for r in self._pool(sha, split) if r.skill_sha == sha and (split in (None, "all") or r.split == split))
+        return self._memo[memo]
 
     def _pool(self, sha: str | None = None, split: str | None = None) -> list[RolloutRecord]:
         """This run's rollouts, plus for an evaluation run those it reused from its source run; only
@@ -174,7 +167,7 @@ class RunView:
         recs = self.records_for(self.store.version(version).sha, split)
         if not recs:
             return None
-        return SplitScore.of(recs, skip_errored=False)  # index rows keep no error kind
+        return SplitScore.of(recs)
 
     # gate decisions ---------------------------------------------------------------------------------------
     def gates(self) -> dict[int, GateDecision]:

@@ -54,6 +54,7 @@ class Provenance(BaseModel):
     harness: str | None = None
     target_model: str | None = None
     data_hash: str | None = None
+    run_best: int | None = None  # the run's best version (its last accepted one) when it was exported
     scores: dict[str, dict[str, SplitScore]] = Field(default_factory=dict)  # split -> role/label -> score
     exported_at: float = Field(default_factory=now)
     exported_by: str = f"skillopt {__version__}"
@@ -70,7 +71,7 @@ class Provenance(BaseModel):
             parts.append(f"target {self.target_model}")
         for split, by in self.scores.items():
             for who, sc in by.items():
-                parts.append(f"{split} {who} hard {sc.hard:.3f} (n={sc.n})")
+                parts.append(f"{split} {who} hard {sc.text()}")
         return "; ".join(parts)
 
 
@@ -118,7 +119,9 @@ def export_skill(skill: Skill, fmt: str, out_dir: Path, provenance: Provenance, 
     ready, warnings = prepare(skill, fmt, name, description)
     prov = provenance.model_copy(update={"skill": ready.name, "format": fmt})
     if prov.run_id is not None and prov.version == 0:
-        warnings.append(f"{prov.run_id}:v000 is the untrained seed (no edit was accepted): exporting it as it was given")
+        trained = (f"the run's best is v{prov.run_best:03d} ({prov.run_id}:best)" if prov.run_best
+                   else "no edit was accepted")
+        warnings.append(f"{prov.run_id}:v000 is the untrained seed ({trained}): exporting it as it was given")
     if fmt == "plugin":
         result = _plugin(ready, out_dir, prov, plugin_name or ready.name, force, license)
     elif fmt == "agents-md":
@@ -145,7 +148,7 @@ def provenance_for(ref: SkillRef) -> Provenance:
                 scores.setdefault(split, {})[who] = sc
     return Provenance(skill=ref.skill.name, sha=v.sha, run_id=view.run_id, version=v.version, origin=v.origin,
                       benchmark=view.benchmark, harness=view.harness, target_model=view.target_model,
-                      data_hash=view.data_hash or None, scores=scores)
+                      data_hash=view.data_hash or None, run_best=view.role_version("best"), scores=scores)
 
 
 # the formats ---------------------------------------------------------------------------------------

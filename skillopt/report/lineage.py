@@ -6,7 +6,7 @@ import difflib
 
 from pydantic import BaseModel, Field
 
-from skillopt.optimizer.types import GateDecision
+from skillopt.optimizer.types import Candidate, GateDecision
 from skillopt.report.data import RunView
 from skillopt.store.schema import SplitScore
 from skillopt.traces.trigger import TriggerRate, trigger_rate
@@ -86,7 +86,7 @@ def build_lineage(view: RunView) -> Lineage:
             elif c.gate is None:
                 note = f"{c.origin}; {c.note or c.status}"
         nodes.append(VersionNode(
-            version=v.version, label=v.label, parent=v.parent, origin=v.origin, status=v.status, step=v.step,
+            version=v.version, label=v.label, parent=v.parent, origin=v.origin, status=version_status(v, c), step=v.step,
             sha=v.sha, val_score=v.val_score, marks=marks.get(v.version, []), gate=gates.get(v.version),
             edits=edits, scores=scores, trigger=trigger, note=note))
     by_version = {n.version: n for n in nodes}
@@ -100,13 +100,22 @@ def build_lineage(view: RunView) -> Lineage:
                    steps=st.step if st else (summary.steps if summary else 0), data_hash=view.data_hash, nodes=nodes)
 
 
+def version_status(v, c: Candidate | None) -> str:
+    """The one name every view gives a version's status: the version's own, except that a stored
+    candidate its step never gated is "not-gated" (as its candidate says), not "candidate"."""
+    if v.status == "candidate" and c is not None and c.status == "not-gated":
+        return "not-gated"
+    return v.status
+
+
 def gate_evidence(g: GateDecision) -> str:
-    """One line: the decision, its reason, and the paired counts behind it."""
+    """One line: the decision, its reason, and the paired counts behind it. Its scores are means over
+    the pairs the gate evaluated, said as such: a version's val score (all its val rollouts) may differ."""
     verdict = "accepted" if g.accepted else "rejected"
     early = ", stopped early" if g.early_stopped else ""
-    return (f"{verdict}: {g.reason} [{g.metric}: v{g.incumbent:03d} {g.incumbent_score:.3f} vs "
-            f"v{g.candidate:03d} {g.candidate_score:.3f}; {g.wins} wins, {g.losses} losses, {g.ties} ties; "
-            f"evaluated {g.evaluated}/{g.total}{early}]")
+    return (f"{verdict}: {g.reason} [{g.metric}, mean over the {g.evaluated} gate pair(s): v{g.incumbent:03d} "
+            f"{g.incumbent_score:.3f} vs v{g.candidate:03d} {g.candidate_score:.3f}; {g.wins} wins, {g.losses} losses, "
+            f"{g.ties} ties; evaluated {g.evaluated}/{g.total}{early}]")
 
 
 def skill_diff(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> str:

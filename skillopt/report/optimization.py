@@ -106,7 +106,8 @@ def verdict(c: Candidate) -> tuple[bool, str]:
                "duplicate": "not tried: the same skill was already tried",
                "not-gated": "not gated: another candidate of this step was gated first"}
     why = reasons.get(c.status, c.status)
-    return False, f"{why}{f' ({c.note})' if c.note and c.note not in why else ''}"
+    note = c.note.replace("; another candidate was gated first", "")  # runs before it was said once
+    return False, f"{why}{f' ({note})' if note and note not in why else ''}"
 
 
 def _where(e) -> str:
@@ -139,7 +140,10 @@ def build_optimization(view: RunView, metric: str = "hard") -> Optimization:
         batch, m = view.store.read_batch(n), metrics.get(n)
         score = "-"
         if batch is not None and batch.train is not None:
-            score = f"{getattr(batch.train, metric, batch.train.hard):.3f} on {batch.train.n} tasks"
+            t = batch.train  # store.scores: errored rollouts apart, no score when none was scored
+            value = getattr(t, metric, t.hard)
+            score = (f"{value:.3f} on {t.n} tasks" if t.has_score and value is not None else "-") \
+                + (f", {t.errors} errored" if t.errors else "")
         out.steps.append(StepView(step=n, epoch=m.epoch + 1 if m else 1,
                                   incumbent=f"v{batch.version if batch else 0:03d}", train=score,
                                   decision=(m.decision if m else None) or "none",

@@ -16,8 +16,8 @@ MAX_CHARS = 1500
 
 class RolloutView(BaseModel):
     trial: int
-    hard: float
-    soft: float
+    hard: float | None  # None: an errored rollout (not a score)
+    soft: float | None
     feedback: str
     output: str
     summary: str
@@ -51,10 +51,15 @@ def cell_details(view: RunView, cells: list[tuple[str, str, str, float]]) -> lis
     found: dict[tuple[str, str, str], dict[int, RolloutView]] = {}
     for r in view.store.rollouts():
         key = (r.skill_sha, r.split, r.task_id)
-        if key in wanted:
-            found.setdefault(key, {}).setdefault(r.trial, RolloutView(  # first record of a (task, trial) wins
-                trial=r.trial, hard=r.hard, soft=r.soft, feedback=_cut(r.feedback), output=_cut(r.output or r.patch or ""),
-                summary=_cut(r.summary), error=r.error, skill_used=r.skill_used, trace_file=r.trace_file))
+        if key not in wanted:
+            continue
+        trials = found.setdefault(key, {})
+        if r.trial in trials and (r.errored or trials[r.trial].hard is not None):
+            continue  # one record per (task, trial): the first scored one, else the first errored one
+        trials[r.trial] = RolloutView(
+            trial=r.trial, hard=None if r.errored else r.hard, soft=None if r.errored else r.soft,
+            feedback=_cut(r.feedback), output=_cut(r.output or r.patch or ""), summary=_cut(r.summary),
+            error=r.error, skill_used=r.skill_used, trace_file=r.trace_file)
     out = []
     for split, task, label, score in cells:
         rows = found.get((sha_of.get(label, ""), split, task), {})

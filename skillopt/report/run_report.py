@@ -16,9 +16,9 @@ from pydantic import BaseModel, Field
 
 from skillopt import __version__
 from skillopt.report.data import RunView
-from skillopt.store.schema import per_task
 from skillopt.report.lineage import Lineage, build_lineage, skill_diff
-from skillopt.stats import Interval, score_interval
+from skillopt.stats import Interval, PairedLift, score_interval
+from skillopt.store.scores import SplitScore, per_task, scored
 from skillopt.report.optimization import Optimization, build_optimization
 from skillopt.report.rollout_details import CellDetail, cell_details
 from skillopt.report.tables import fenced, fmt_cost, fmt_interval
@@ -64,10 +64,22 @@ class HeatmapData(BaseModel):
 
 
 class FinalRow(BaseModel):
+    """A version's score on val and test (`store.scores.SplitScore`) with the Wilson interval of its
+    hard score; the interval is None when no rollout was scored (errored ones are counted apart)."""
+
     role: str
     version: str
     val: Interval | None = None
     test: Interval | None = None
+    val_errors: int = 0
+    test_errors: int = 0
+
+
+class Setting(BaseModel):
+    """One line of the report's opening: a setting that matters, and its value."""
+
+    name: str
+    value: str
 
 
 class RoleUsage(BaseModel):
@@ -91,6 +103,8 @@ class RunReport(BaseModel):
 
     metric: str
     baseline_val: float | None
+    settings: list[Setting] = Field(default_factory=list)  # what the report opens with
+    test_lift: PairedLift | None = None  # best - seed on the sealed test split (the run summary's)
     steps: list[StepRow] = Field(default_factory=list)
     candidates: list[CandidatePoint] = Field(default_factory=list)
     heatmaps: list[HeatmapData] = Field(default_factory=list)
@@ -120,6 +134,8 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     rep.heatmaps = [h for s in ("val", "test") if (h := _heatmap(view, s)) is not None]
     rep.details = cell_details(view, [(h.split, t, v, sc) for h in rep.heatmaps for t, v, sc in h.cells])
     rep.final = _final(view)
+    rep.settings = _settings(view)
+    rep.test_lift = view.summary.test_lift if view.summary else None
     meter = view.summary.meter if view.summary else (st.meter if st else None)
     if meter is not None:
         rep.roles = [RoleUsage(role=r, calls=t.calls, cached_calls=t.cached_calls, input_tokens=t.input_tokens,
@@ -184,7 +200,7 @@ def _heatmap(view: RunView, split: str) -> HeatmapData | None:
             continue
         seen_sha[v.sha] = v.label
         cols.append(v.label)
-        cells += [(t, v.label, s) for t, s in per_task(recs, "hard", skip_errored=False).items()]
+        cells += [(t, v.label, s) for t, s in per_task(recs, "hard").items()]
     if not cols:
         return None
     tasks = sorted({t for t, _, _ in cells})
@@ -204,9 +220,57 @@ def _final(view: RunView) -> list[FinalRow]:
         for split in ("val", "test"):
             recs = view.records_for(sha, split)
             if recs:
-                setattr(row, split, score_interval([r.hard for r in recs]))
+                ok = scored(recs)
+                setattr(row, split, score_interval([r.hard for r in ok]) if ok else None)
+                setattr(row, f"{split}_errors", SplitScore.of(recs).errors)
         rows.append(row)
     return rows
+
+
+def _settings(view: RunView) -> list[Setting]:
+    """The settings that matter, first on the page: benchmark, models, split sizes, gate, wall time."""
+    cfg = view.config
+    tasks: dict[str, set[str]] = {}
+    for r in view.rollouts:
+        tasks.setdefault(r.split, set()).add(r.task_id)
+    sizes = cfg.splits
+    asked = {"train": sizes.train, "val": sizes.val, "test": "the rest" if sizes.test is None else sizes.test}
+    split_text = ", ".join(f"{s} {len(tasks[s]) if s in tasks else asked[s]}" for s in ("train", "val", "test")
+                           if s in tasks or cfg.mode == "train")
+    out = [Setting(name="benchmark", value=f"{cfg.benchmark} (data {view.data_hash})" if view.data_hash
+                   else cfg.benchmark),
+           Setting(name="harness", value=cfg.harness),
+           Setting(name="target model", value=cfg.target_model)]
+    if cfg.mode == "train":
+        g = cfg.gate
+        out += [Setting(name="optimizer model", value=cfg.optimizer_model or "-"),
+                Setting(name="tasks per split", value=f"{split_text} (split seed {sizes.seed})"),
+                Setting(name="training", value=f"{cfg.train.epochs} epoch(s), batch {cfg.train.batch_size}"),
+                Setting(name="gate", value=f"{g.metric} score, alpha {g.alpha}, min effect {g.min_effect}, "
+                                           f"{g.trials} trial(s) per task, early stop {'on' if g.early_stop else 'off'}")]
+    else:
+        out.append(Setting(name="tasks", value=split_text or "-"))
+    out.append(Setting(name="wall time", value=_wall_time(view)))
+    return out
+
+
+def _wall_time(view: RunView) -> str:
+    s = view.summary
+    if s is not None and s.started_at and s.finished_at >= s.started_at:
+        secs = s.finished_at - s.started_at
+    elif view.rollouts:
+        secs = max(r.created_at for r in view.rollouts) - min(r.created_at - r.duration_s for r in view.rollouts)
+        return f"at least {_duration(secs)} (from its rollouts; the run has no summary)"
+    else:
+        return "-"
+    return _duration(secs)
+
+
+def _duration(secs: float) -> str:
+    secs = max(0, int(round(secs)))
+    h, rest = divmod(secs, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h} h {m} min" if h else f"{m} min {sec} s" if m else f"{sec} s"
 
 
 # rendering ----------------------------------------------------------------------------------------------

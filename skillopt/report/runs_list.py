@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from skillopt.config import StoredConfig
 from skillopt.store.run import RunStore
+from skillopt.store.scores import score_value
 
 
 def all_runs(root: Path) -> list[Path]:
@@ -45,10 +46,22 @@ def run_rows(root: Path) -> list[RunRow]:
             continue
         store = RunStore(path)
         cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
-        rows.append(_row(path.name, cfg, state.status if state else (summary.status if summary else "new"), summary,
-                         len(store.versions()), state.best if state else None,
-                         str(path.resolve()), path.stat().st_mtime))
+        row = _row(path.name, cfg, state.status if state else (summary.status if summary else "new"), summary,
+                   len(store.versions()), state.best if state else None, str(path.resolve()), path.stat().st_mtime)
+        if summary is None and state is not None:  # in progress or stopped: its scores so far, from its rollouts
+            row = row.model_copy(update=_scores_so_far(store, state.best))
+        rows.append(row)
     return rows
+
+
+def _scores_so_far(store: RunStore, best: int) -> dict[str, float | None]:
+    """seed and best on val (best also on test) from the rollouts a run without a summary has, by the
+    one definition of a score (`store.scores`)."""
+    from skillopt.report.data import RunView
+
+    view = RunView(store)
+    return {"seed_val": score_value(view.split_score(0, "val")), "best_val": score_value(view.split_score(best, "val")),
+            "best_test": score_value(view.split_score(best, "test"))}
 
 
 def _row(run_id: str, cfg: StoredConfig, status: str, summary, versions: int, best: int | None, path: str,
@@ -56,8 +69,7 @@ def _row(run_id: str, cfg: StoredConfig, status: str, summary, versions: int, be
     sc = summary.scores if summary else {}
 
     def hard(role: str, split: str) -> float | None:
-        s = (sc.get(role) or {}).get(split)
-        return None if s is None else s.hard
+        return score_value((sc.get(role) or {}).get(split))  # None: not scored, or nothing but errors
 
     if best is None and summary is not None:
         best = summary.versions.get("best")

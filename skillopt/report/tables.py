@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from skillopt.report.compare import Comparison, PairedRow
-from skillopt.stats import Interval, TestResult
+from skillopt.stats import Interval
 
 
 @dataclass
@@ -24,18 +24,12 @@ def fmt_score(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def fmt_interval(i: Interval) -> str:
-    if i.n == 0:
+def fmt_interval(i: Interval | None) -> str:
+    if i is None or i.n == 0:
         return "-"
     if i.method == "none":
         return f"{i.mean:.3f}"
     return f"{i.mean:.3f} [{i.lo:.3f}, {i.hi:.3f}]"
-
-
-def fmt_p(p: float | None) -> str:
-    if p is None:
-        return "-"
-    return "<0.001" if p < 0.001 else f"{p:.3g}"
 
 
 def fmt_delta(x: float) -> str:
@@ -50,28 +44,19 @@ def fmt_cost(cost: float | None, tokens: int | None = None) -> str:
     return f"${cost:.4f}"
 
 
-TEST_NAMES = {"mcnemar-exact": "McNemar", "paired-bootstrap": "bootstrap", "sign-flip-exact": "sign-flip",
-              "none": "-"}
-
-
-def _p_text(t: TestResult | None) -> str:
-    if t is None or t.test == "none":
-        return "-"
-    return f"{fmt_p(t.p_value)} ({TEST_NAMES[t.test]})"
-
-
 def _wlt(r: PairedRow | None) -> str:
-    return "-" if r is None else f"{r.outcomes.wins}/{r.outcomes.losses}/{r.outcomes.ties}"
+    return "-" if r is None else f"{r.lift.wins}/{r.lift.losses}/{r.lift.ties}"
 
 
-def _delta(r: PairedRow | None) -> str:
+def _lift(r: PairedRow | None) -> str:
     if r is None:
         return "-"
-    text = fmt_delta(r.outcomes.delta)
-    t = r.test
-    if t.test == "paired-bootstrap" and t.delta_lo is not None and t.delta_hi is not None:
-        text += f" [{t.delta_lo:+.3f}, {t.delta_hi:+.3f}]"
-    return text
+    i = r.lift.interval
+    return f"{i.mean:+.3f} [{i.lo:+.3f}, {i.hi:+.3f}]"
+
+
+def _verdict(r: PairedRow | None) -> str:
+    return "-" if r is None else r.lift.verdict
 
 
 def setup_line(cmp: Comparison) -> str | None:
@@ -97,27 +82,29 @@ def compare_tables(cmp: Comparison) -> list[TextTable]:
         row = [e.label, source, status]
         skills.rows.append(row + ([] if shared else [f"{e.benchmark} / {e.harness} / {e.target_model}"]))
     triggered = any(r.trigger is not None for r in cmp.scores)
-    scores = TextTable("scores: mean [95% CI]", ["split", "skill", "rollouts", "tasks", "hard", "soft"]
+    scores = TextTable("scores: mean [95% CI]", ["split", "skill", "scored", "errored", "tasks", "hard", "soft"]
                        + (["skill loaded"] if triggered else []),
-                       caption="hard: Wilson interval; soft: Student t interval (over rollouts)"
+                       caption="over the scored rollouts (errored ones are infrastructure failures, counted apart, "
+                               "never scored; '-': no score); hard: Wilson interval; soft: Student t interval"
                                + ("; skill loaded: rollouts whose agent loaded the skill" if triggered else ""))
     for r in cmp.scores:
-        row = [r.split, r.label, str(r.rollouts), str(r.tasks), fmt_interval(r.hard), fmt_interval(r.soft)]
+        row = [r.split, r.label, str(r.rollouts), str(r.errors), str(r.tasks), fmt_interval(r.hard),
+               fmt_interval(r.soft)]
         scores.rows.append(row + ([r.trigger.text() if r.trigger else "-"] if triggered else []))
     first = cmp.entries[0].label
-    paired = TextTable(f"paired against {first}", ["split", "skill", "tasks", "hard W/L/T", "hard delta", "hard p",
-                                                   "soft W/L/T", "soft delta [95% CI]", "soft p"],
-                       caption=f"per task (mean over trials): W/L/T = tasks where the skill beats / trails / ties "
-                               f"{first}; delta = mean per-task difference; p: exact McNemar on 0/1 outcomes, "
-                               f"paired bootstrap otherwise, exact sign-flip when every difference is equal (two-sided)")
+    paired = TextTable(f"paired against {first}", ["split", "skill", "tasks", "hard W/L/T", "hard lift [95% CI]",
+                                                   "hard verdict", "soft W/L/T", "soft lift [95% CI]", "soft verdict"],
+                       caption=f"per task (mean over scored trials): W/L/T = tasks where the skill beats / trails / "
+                               f"ties {first}; lift = mean per-task difference with its paired 95% interval "
+                               f"(Agresti-Min on 0/1 outcomes, Student t otherwise), the test of the run's summary "
+                               f"and report; better / worse when the interval lies above / below 0")
     by_key: dict[tuple[str, str], dict[str, PairedRow]] = {}
     for r in cmp.paired:
         by_key.setdefault((r.split, r.label), {})[r.metric] = r
     for (split, label), rows in by_key.items():
         h, s = rows.get("hard"), rows.get("soft")
-        n = (h or s).outcomes.n  # type: ignore[union-attr]
-        paired.rows.append([split, label, str(n), _wlt(h), _delta(h), _p_text(h.test if h else None),
-                            _wlt(s), _delta(s), _p_text(s.test if s else None)])
+        n = (h or s).lift.n  # type: ignore[union-attr]
+        paired.rows.append([split, label, str(n), _wlt(h), _lift(h), _verdict(h), _wlt(s), _lift(s), _verdict(s)])
     usage = TextTable("tokens and cost", ["skill", "rollouts", "tokens in", "tokens out", "cost",
                                           "run tokens", "run cost"],
                       caption="rollouts, tokens and cost of the target on the compared splits; "

@@ -136,9 +136,14 @@ class MlflowTracker:
         metrics = {}
         for role, by_split in s.scores.items():
             for split, sc in by_split.items():
-                if sc is not None:
-                    metrics[f"{role}_{split}_hard"] = sc.hard
-                    metrics[f"{role}_{split}_soft"] = sc.soft
+                if sc is not None:  # no scored rollout: no score metric (never a 0), the errors count
+                    if sc.has_score:
+                        metrics[f"{role}_{split}_hard"] = sc.hard
+                        metrics[f"{role}_{split}_soft"] = sc.soft
+                    metrics[f"{role}_{split}_errors"] = sc.errors
+        if (lift := s.test_lift) is not None:  # the paired test lift, as the summary and the report show it
+            metrics.update({"test_lift": lift.delta, "test_lift_lo": lift.interval.lo,
+                            "test_lift_hi": lift.interval.hi, "test_lift_n": lift.n})
         metrics.update({"candidates_accepted": s.candidates_accepted, "candidates_rejected": s.candidates_rejected,
                         "edits_accepted": s.edits_accepted, "edits_rejected": s.edits_rejected,
                         "tokens": s.meter.tokens, "cost_usd": s.meter.known_cost_usd})

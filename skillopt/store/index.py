@@ -62,15 +62,28 @@ def _m004_skill_used(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE rollouts ADD COLUMN skill_used INTEGER")
 
 
+def _m005_error_kind(db: sqlite3.Connection) -> None:
+    # "infra": an errored rollout, not a score (see store.scores). Rows of failed rollouts indexed
+    # before this column cannot tell an agent's failure (a score) from an infrastructure one (none):
+    # they are dropped and their runs no longer answer from the index, so readers parse
+    # rollouts.jsonl until the next run or eval of that folder indexes them again (`sync_rollouts`).
+    db.execute("ALTER TABLE rollouts ADD COLUMN error_kind TEXT")
+    db.execute("UPDATE runs SET rollouts_bytes=NULL WHERE run_id IN "
+               "(SELECT DISTINCT run_id FROM rollouts WHERE error IS NOT NULL)")
+    db.execute("DELETE FROM rollouts WHERE error IS NOT NULL")
+
+
 MIGRATIONS: list[Migration] = [
     ("001_initial", _m001_initial),
     ("002_data_hash", _m002_data_hash),
     ("003_rollouts_bytes", _m003_rollouts_bytes),
     ("004_skill_used", _m004_skill_used),
+    ("005_error_kind", _m005_error_kind),
 ]
 
 ROLLOUT_COLUMNS = ("key", "task_id", "split", "version", "skill_sha", "harness", "model", "trial", "hard", "soft",
-                   "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at", "skill_used")
+                   "input_tokens", "output_tokens", "cost_usd", "duration_s", "error", "created_at", "skill_used",
+                   "error_kind")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +108,11 @@ class RolloutRow:
     error: str | None
     created_at: float
     skill_used: int | None = None  # 1 / 0: the agent loaded the skill; None: always in its prompt, or not recorded
+    error_kind: str | None = None  # "infra": an errored rollout, not a score
+
+    @property
+    def errored(self) -> bool:
+        return self.error_kind == "infra"
 
 
 class RunIndex:
@@ -153,11 +171,11 @@ class RunIndex:
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock, self.db:
             self.db.executemany(
-                f"{verb} INTO rollouts (run_id, {', '.join(ROLLOUT_COLUMNS)}) VALUES ({','.join('?' * 18)})",
+                f"{verb} INTO rollouts (run_id, {', '.join(ROLLOUT_COLUMNS)}) VALUES ({','.join('?' * 19)})",
                 [(run_id, r.key, r.task_id, r.split, r.version, r.skill_sha, r.harness, redact(r.model), r.trial,
                   r.hard, r.soft, r.input_tokens, r.output_tokens, r.cost_usd, r.duration_s,
                   redact(r.error) if r.error else None, r.created_at,
-                  None if r.skill_used is None else int(r.skill_used)) for r in records],
+                  None if r.skill_used is None else int(r.skill_used), r.error_kind) for r in records],
             )
 
     def mark_complete(self, run_id: str, rollouts_file: Path) -> None:

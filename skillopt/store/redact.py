@@ -133,3 +133,42 @@ def masked_paths(data: Any, prefix: str = "") -> list[str]:
     elif isinstance(data, str) and MASK in data:
         out.append(prefix[:-1])
     return out
+
+
+# ---------------------------------------------------------------- text from outside: transcripts
+
+# Tokens recognisable by their shape (vendors' key prefixes, JWTs), and values after a key-like word.
+_TOKEN = re.compile(r"\b(sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{12,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}"
+                    r"|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}|hf_[A-Za-z0-9]{20,}"
+                    r"|glpat-[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})")
+_KEYED = re.compile(r"(?i)\b((?:[A-Z0-9_]*_)?(?:api[_-]?key|apikey|token|secret|password|passwd)[A-Z0-9_]*[\"']?"
+                    r"\s*[:=]\s*|bearer\s+)([\"']?)([^\s\"'<>,;]{8,})")
+_EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+EMAIL_MASK = "<email>"
+
+
+def scrub(text: str, home: str | None = None) -> str:
+    """Text from outside skillopt (an agent's transcript) made safe to keep: what `redact` masks,
+    plus tokens recognisable by their shape, values after key-like words (`API_KEY=...`,
+    `Bearer ...`), e-mail addresses, and the user's home folder (`/home/jane/x` -> `~/x`)."""
+    text = redact(text)
+    text = _TOKEN.sub(MASK, text)
+    text = _KEYED.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
+    if "@" in text:
+        text = _EMAIL.sub(EMAIL_MASK, text)
+    home = (home or "").rstrip("/")
+    if len(home) > 1 and home in text:
+        text = re.sub(re.escape(home) + r"(?=/|\b|$)", "~", text)
+    return text
+
+
+def scrub_data(obj: Any, home: str | None = None) -> Any:
+    """`redact` (by name too), then `scrub` over every string of a mapping, list or model, keys included."""
+    def walk(o: Any) -> Any:
+        if isinstance(o, Mapping):
+            return {scrub(str(k), home): walk(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [walk(v) for v in o]
+        return scrub(o, home) if isinstance(o, str) else o
+
+    return walk(redact(obj.model_dump(mode="json") if isinstance(obj, BaseModel) else obj))

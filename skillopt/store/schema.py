@@ -28,7 +28,6 @@ optimizer code that makes them and are part of this schema: changing one is a sc
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, Field
@@ -37,7 +36,8 @@ from skillopt.models.meter import MeterSnapshot
 from skillopt.optimizer.credit import EditLedger
 from skillopt.optimizer.pool import ParetoPool
 from skillopt.optimizer.types import Candidate, GateDecision, Reflection
-from skillopt.stats import Interval
+from skillopt.stats import Interval, PairedLift
+from skillopt.store.scores import SplitScore, per_task
 
 SCHEMA_VERSION = 2
 
@@ -95,34 +95,6 @@ class RolloutRecord(BaseModel):
         return self.error_kind == "infra"
 
 
-class SplitScore(BaseModel):
-    """Mean scores over the scored rollouts of a split; errored rollouts are counted, not scored."""
-
-    hard: float
-    soft: float
-    n: int
-    errors: int = 0
-
-    @classmethod
-    def of(cls, records: Iterable[RolloutRecord], skip_errored: bool = True) -> SplitScore:
-        """`skip_errored=False`: every record counts (rows of the SQLite index, which keeps no error kind)."""
-        records = list(records)
-        scored = [r for r in records if not (skip_errored and r.errored)]
-        n = max(1, len(scored))
-        return cls(hard=round(sum(r.hard for r in scored) / n, 6), soft=round(sum(r.soft for r in scored) / n, 6),
-                   n=len(scored), errors=len(records) - len(scored))
-
-
-def per_task(records: Iterable[RolloutRecord], metric: str, skip_errored: bool = True) -> dict[str, float]:
-    """Mean of `metric` ("hard" or "soft") per task over its scored trials (errored rollouts left out;
-    `skip_errored=False`: every record counts, as for rows of the SQLite index)."""
-    sums: dict[str, list[float]] = {}
-    for r in records:
-        if not (skip_errored and r.errored):
-            sums.setdefault(r.task_id, []).append(float(getattr(r, metric)))
-    return {t: sum(v) / len(v) for t, v in sums.items()}
-
-
 class RunState(BaseModel):
     """The checkpoint written after every step; `skillopt run --resume` starts from it."""
 
@@ -173,6 +145,15 @@ class RunSummary(BaseModel):
     started_at: float = 0.0
     finished_at: float = Field(default_factory=now)
 
+    @property
+    def test_lift(self) -> PairedLift | None:
+        """best - seed on the sealed test split: the paired lift every view shows (`stats.PairedLift`)."""
+        if self.test_delta is None:
+            return None
+        d = self.test_delta
+        return PairedLift(interval=d, wins=self.test_wins, losses=self.test_losses,
+                          ties=max(0, d.n - self.test_wins - self.test_losses))
+
 
 class RunMeta(BaseModel):
     """run.json: which schema the folder is written in (and by which release)."""
@@ -197,7 +178,7 @@ class StepMetrics(BaseModel):
     epoch: int  # 0-based
     version: int  # the incumbent after the step
     learning_rate: int
-    train_hard: float
+    train_hard: float | None  # None: every rollout of the batch errored
     train_errors: int = 0
     candidates: int = 0
     proposed: int = 0  # edits proposed over all candidates

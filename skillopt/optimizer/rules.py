@@ -1,0 +1,263 @@
+"""Rules learned from the scorer's feedback: one rule per cluster of failures, as playbook bullets.
+
+A small optimizer model asked to "improve the skill" over a few whole rollouts tends to restate
+the skill or to name one task. Asked a narrower question it does better: here are the answers the
+agent gave, the answers the scorer expected and what the scorer said, side by side; what do the
+expected answers have in common that the agent's did not do? The answer is one rule (a convention
+of form, a fact or rule of the domain that recurs, a step that was skipped), added as one bullet
+to the skill's "Rules" section: an incremental playbook in the manner of ACE, never a rewrite.
+
+Failures are clustered first, by what went wrong in a way any scorer shows:
+- `answer-present`: the expected answer is in the reply but was not accepted (its form or place);
+- `no-answer`: the scorer found no answer, or the reply was empty;
+- `wrong`: the reply answered something else.
+Each rule comes from one cluster, with the replies that passed shown beside it for contrast. A
+rule is a candidate like any other: the leakage check, then the screen on the tasks it came from
+(the rule verified on its own evidence before validation), then the gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from skillopt.benchmarks.scorers import extract_answer, normalize_text, parse_number
+from skillopt.edits import Edit
+from skillopt.models.router import Models, StructuredFailure
+from skillopt.models.spec import ModelSpec
+from skillopt.models.types import Message
+from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.reflect import anchor_before_protected
+from skillopt.optimizer.types import Candidate, Reflection, ScoredRollout
+from skillopt.prompts import render
+from skillopt.skill import Skill
+
+SECTION = "Rules"
+MAX_RULE_CHARS = 300
+SHOWN_FAILURES = 6  # failures shown per call
+SHOWN_PASSES = 2
+REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
+KINDS = ("answer-present", "no-answer", "wrong")
+
+
+def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """What the scorer's feedback shows, counted over the failures by code (not by the optimizer):
+    how the agent's final answers differ from the expected ones. A small optimizer model writes a
+    concrete rule from counted facts far more often than from the raw replies alone."""
+    pairs = [(normalize_text(extract_answer(r.output)), normalize_text(r.reference), r) for r in failures]
+    n = len(pairs)
+    if not n:
+        return []
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for got, exp, r in pairs:
+        g, e = got.split(), exp.split()
+        if not g:
+            kind = "no answer was found in the reply"
+        elif _numeric(exp) and not _numeric(got):
+            kind = "a number was expected and the agent wrote words"
+        elif _numeric(got) and not _numeric(exp):
+            kind = "words were expected and the agent wrote a number"
+        elif _numeric(got) and _numeric(exp):
+            kind = "both are numbers, but different ones"
+        elif e and _contains(g, e):
+            kind = "the expected answer is inside the agent's answer, which adds words"
+        elif g and _contains(e, g):
+            kind = "the agent's answer is part of the expected one, which has more words"
+        elif set(g) & set(e):
+            kind = "the answers share some words but differ"
+        else:
+            kind = "a different answer altogether (no word in common)"
+        kinds.setdefault(kind, []).append((extract_answer(r.output)[:60], r.reference[:60]))
+    out = []
+    for kind, examples in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        shown = "; ".join(f"agent '{a}', expected '{b}'" for a, b in examples[:2])
+        out.append(f"{len(examples)} of {n}: {kind} (e.g. {shown})")
+    words_got = sum(len(g.split()) for g, _, _ in pairs) / n
+    words_exp = sum(len(e.split()) for _, e, _ in pairs) / n
+    out.append(f"on average the agent's final answers have {words_got:.1f} words, the expected ones {words_exp:.1f}")
+    return out
+
+
+def _numeric(text: str) -> bool:
+    return bool(text) and parse_number(text.replace(" ", "")) is not None
+
+
+def _contains(words: list[str], part: list[str]) -> bool:
+    k = len(part)
+    return len(words) > k and any(words[i:i + k] == part for i in range(len(words) - k + 1))
+
+
+def restates_instructions(rule: str, n: int = 5) -> bool:
+    """The rule repeats a run of `n` words of the prompt's own instructions (a small model parrots
+    its instructions instead of writing a rule)."""
+    grams = _grams(rule, n)
+    return bool(grams & _instruction_grams(n))
+
+
+def _grams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+_INSTRUCTION_GRAMS: dict[int, set[tuple[str, ...]]] = {}
+
+
+def _instruction_grams(n: int) -> set[tuple[str, ...]]:
+    if n not in _INSTRUCTION_GRAMS:
+        text = render("rules.md.j2", skill_text="", kind="answer-present", failures=[], passes=[], tail=_tail,
+                      rules=[], rejected=[], facts=[])
+        text += " " + render("rules.md.j2", skill_text="", kind="no-answer", failures=[], passes=[], tail=_tail,
+                             rules=[], rejected=[], facts=[])
+        _INSTRUCTION_GRAMS[n] = _grams(text, n)
+    return _INSTRUCTION_GRAMS[n]
+
+
+class RuleReply(BaseModel):
+    pattern: str = Field("", description="what the expected answers have in common that the failed replies lack")
+    rule: str = Field("", description="one rule for every task of this kind")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kind: str
+    failures: tuple[ScoredRollout, ...]
+
+
+def _token(w: str) -> str:
+    w = w.strip(".")
+    if re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", w):  # 1200.00 -> 1200, 0.50 -> 0.5
+        w = w.rstrip("0").rstrip(".") if "." in w else w
+    return w
+
+
+def _norm(text: str) -> str:
+    """Lower case, words and numbers only, thousands separators and trailing zeros dropped."""
+    text = re.sub(r"(?<=[0-9]),(?=[0-9]{3})", "", text.lower())
+    return " ".join(t for t in map(_token, re.sub(r"[^a-z0-9.]+", " ", text).split()) if t)
+
+
+def failure_kind(r: ScoredRollout) -> str:
+    """What went wrong, in terms any scorer shows (see the module docstring)."""
+    out, ref = _norm(r.output), _norm(r.reference)
+    if not out or "no answer" in r.feedback.lower() or "empty" in r.feedback.lower():
+        return "no-answer"
+    if len(ref) >= 2 and f" {ref} " in f" {out} ":
+        return "answer-present"
+    return "wrong"
+
+
+def cluster_failures(scored: Sequence[ScoredRollout]) -> list[Cluster]:
+    """The failures (not errored rollouts) grouped by `failure_kind`, largest group first."""
+    groups: dict[str, list[ScoredRollout]] = {k: [] for k in KINDS}
+    for r in scored:
+        if r.failed and not r.error:
+            groups[failure_kind(r)].append(r)
+    clusters = [Cluster(k, tuple(v)) for k, v in groups.items() if v]
+    return sorted(clusters, key=lambda c: (-len(c.failures), KINDS.index(c.kind)))
+
+
+def plan_calls(clusters: Sequence[Cluster], count: int) -> list[tuple[Cluster, int]]:
+    """`count` calls over the clusters, largest first; a cluster asked twice shows other failures
+    the second time (an offset into it), or is sampled again when it has no more."""
+    if not clusters:
+        return []
+    return [(clusters[i % len(clusters)], i // len(clusters)) for i in range(count)]
+
+
+def rules_in(skill: Skill) -> list[str]:
+    """The bullets of the skill's rules section."""
+    for s in skill.sections():
+        if s.title == SECTION:
+            text = skill.body[s.start:s.end]
+            return [ln.strip()[2:].strip() for ln in text.splitlines() if ln.strip().startswith(("- ", "* "))]
+    return []
+
+
+def rule_edit(skill: Skill, rule: str, why: str, evidence: list[str]) -> Edit:
+    """One bullet added to the rules section, which is made (before the first protected section, or
+    at the end) when the skill has none."""
+    bullet = "- " + " ".join(rule.split())
+    if any(s.title == SECTION for s in skill.sections()):
+        return Edit(op="add", anchor=SECTION, text=bullet, rationale=why, evidence=evidence)
+    return Edit(op="add", anchor=anchor_before_protected(skill), text=f"## {SECTION}\n\n{bullet}",
+                rationale=why, evidence=evidence)
+
+
+def reply_schema() -> dict:
+    schema = RuleReply.model_json_schema()
+    schema["properties"]["pattern"]["maxLength"] = 300
+    schema["properties"]["rule"].update(minLength=10, maxLength=MAX_RULE_CHARS)
+    schema["required"] = ["pattern", "rule"]
+    return schema
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= REPLY_TAIL else "... " + text[-REPLY_TAIL:]
+
+
+class RuleProposer:
+    """`count` rules a step, each from one cluster of this step's failed train rollouts."""
+
+    name = "rules"
+
+    def __init__(self, models: Models, spec: ModelSpec, count: int = 2, max_tokens: int | None = None,
+                 temperature: float | None = None, retries: int = 2):
+        self.models, self.spec, self.count, self.retries = models, spec, count, retries
+        self.max_tokens, self.temperature = max_tokens, temperature
+
+    async def propose(self, state: SearchState) -> list[Candidate]:
+        calls = plan_calls(cluster_failures(state.scored), self.count)
+        if not calls:
+            return []
+        self.models.meter.check()
+        passes = [r for r in state.scored if not r.failed and not r.error]
+        results = await asyncio.gather(*[self._one(state, c, k, passes) for c, k in calls])
+        out = []
+        for reflection, edit in results:
+            state.reflections.append(reflection)
+            if edit is not None:
+                out.append(Candidate(id="", step=state.step, origin="rules", parent=state.version, edits=[edit],
+                                     rationale=reflection.analysis, sources=list(edit.evidence)))
+        return out
+
+    async def _one(self, state: SearchState, cluster: Cluster, k: int,
+                   passes: list[ScoredRollout]) -> tuple[Reflection, Edit | None]:
+        shown = _window(cluster.failures, k)
+        ids = [r.task_id for r in shown]
+        prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
+                        passes=passes[:SHOWN_PASSES], tail=_tail, rules=rules_in(state.skill),
+                        rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
+                        facts=answer_facts(cluster.failures))
+        sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
+        temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
+        for _ in range(self.retries + 1):
+            reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], RuleReply,
+                                                role="optimizer", max_tokens=self.max_tokens,
+                                                temperature=temperature, json_schema=reply_schema(),
+                                                seed=sample or None)
+            if not (isinstance(reply, StructuredFailure) and reply.transient):
+                break
+        if isinstance(reply, StructuredFailure):
+            return Reflection(minibatch=ids, error=reply.error, transient=reply.transient), None
+        rule = " ".join(reply.rule.split()).lstrip("-* ")
+        if len(rule) < 10:
+            return Reflection(minibatch=ids, analysis=reply.pattern, error="the reply held no rule"), None
+        if restates_instructions(rule):
+            return Reflection(minibatch=ids, analysis=reply.pattern,
+                              error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
+        why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
+        edit = rule_edit(state.skill, rule, why, ids)
+        return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
+
+
+def _window(failures: Sequence[ScoredRollout], k: int) -> list[ScoredRollout]:
+    """The `k`-th window of `SHOWN_FAILURES` failures (wrapping around)."""
+    if len(failures) <= SHOWN_FAILURES:
+        return list(failures)
+    start = (k * SHOWN_FAILURES) % len(failures)
+    return [failures[(start + i) % len(failures)] for i in range(SHOWN_FAILURES)]

@@ -1,0 +1,214 @@
+"""Rules learned from the scorer's feedback (optimizer/rules.py), the template switch
+(optimizer/template.py, `train.template`) and the leakage check on worked examples, through the
+real CLI against the scripted fake server."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from skillopt.optimizer import template
+from skillopt.optimizer.rules import cluster_failures, failure_kind, rules_in
+from skillopt.optimizer.types import ScoredRollout
+from skillopt.skill import Skill
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_search import run_args, useless_reflection
+from tests.test_train_e2e import USELESS, code_tasks
+
+CONVENTION = "Write every code in capital letters with a dash: the letters, a dash, then the number."
+
+
+def coded(n: int) -> list[dict]:
+    """Tasks whose answers follow a convention the question never states: ZETA-<n>."""
+    return code_tasks(n)
+
+
+class RuleLearner:
+    """The target writes the code right only with the convention in its skill (without it, it writes
+    `zeta <n>`, the expected answer's content in another form); reflections are useless; the
+    optimizer, asked for a rule, states the convention when it sees the expected answers."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.rule_prompts: list[str] = []
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return useless_reflection()
+        if "You keep the rules of a skill" in user:
+            with self.lock:
+                self.rule_prompts.append(user)
+            saw = re.findall(r"Expected answer: (ZETA-\d+)", user)
+            rule = CONVENTION if saw else "Answer carefully and check your work."
+            return FakeReply(text=json.dumps({"pattern": "codes are capital letters, a dash and a number",
+                                              "rule": rule}))
+        if req.model == "fake-opt":
+            return FakeReply(text="Answer: unknown")
+        m = re.search(r"item (\d+)", user)
+        if m and CONVENTION in req.system:
+            return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
+        return FakeReply(text=f"The code is zeta {m.group(1) if m else 0}.\nAnswer: zeta {m.group(1) if m else 0}")
+
+
+def test_a_rule_learned_from_the_expected_answers_is_gated_and_accepted(tmp_path):
+    """The seed skill fails every task in a way the expected answers explain (a convention of form).
+    The rules proposer shows the optimizer its failures beside the expected answers and the scorer's
+    feedback, clustered as `answer-present`; the rule it writes goes into a "Rules" section as one
+    bullet, passes the leakage check (it names no task), the screen and the gate, and is kept."""
+    data = write_jsonl(tmp_path / "codes.jsonl", coded(16))
+    script = RuleLearner()
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "rules", "--set", "train.consolidate=false",
+                             "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "rules"
+    assert script.rule_prompts, "the rules proposer never asked"
+    shown = script.rule_prompts[0]
+    assert "Expected answer: ZETA-" in shown and "Scorer: " in shown and "zeta " in shown
+    assert "expected answer is somewhere in the agent's reply" in shown  # the answer-present cluster
+    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    rule = next(c for c in cands if c["origin"] == "rules")
+    assert rule["status"] == "accepted", rule
+    assert rule["rationale"].startswith("answer-present: ")
+    assert rule["edits"][0]["text"] == f"## Rules\n\n- {CONVENTION}"
+    best = Skill.parse((run / "best_skill.md").read_text())
+    assert rules_in(best) == [CONVENTION]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["best"]["test"]["hard"] == 1.0 and summary["scores"]["seed"]["test"]["hard"] == 0.0
+
+
+def test_a_second_rule_is_a_bullet_added_to_the_rules_section():
+    from skillopt.edits import apply_edits
+    from skillopt.optimizer.rules import rule_edit
+
+    seed = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nDo it.\n\n## Answer format\n"
+                       "<!-- skillopt:protected -->\nEnd with Answer: x\n<!-- /skillopt:protected -->\n")
+    one = apply_edits(seed, [rule_edit(seed, "First rule of the kind.", "why", [])]).skill
+    two = apply_edits(one, [rule_edit(one, "Second rule of the kind.", "why", [])]).skill
+    assert rules_in(two) == ["First rule of the kind.", "Second rule of the kind."]
+    assert two.body.count("## Rules") == 1
+
+
+def _scored(tid: str, output: str, reference: str, hard: float = 0.0, feedback: str = "", error=None):
+    return ScoredRollout(task_id=tid, prompt="q", reference=reference, output=output, hard=hard, soft=hard,
+                         feedback=feedback, summary="", error=error)
+
+
+def test_failures_cluster_by_what_went_wrong():
+    rs = [_scored("a", "The answer is 1,200 dollars\nAnswer: $1200.00", "1200", feedback="expected 1200"),
+          _scored("b", "Answer: 17", "18", feedback="expected 18, got 17"),
+          _scored("c", "", "5", feedback="empty answer (expected 5)"),
+          _scored("d", "Answer: Paris, France", "paris", feedback="expected paris"),
+          _scored("e", "Answer: 3", "3", hard=1.0),
+          _scored("f", "boom", "4", error="timeout")]
+    assert [failure_kind(r) for r in rs[:4]] == ["answer-present", "wrong", "no-answer", "answer-present"]
+    clusters = cluster_failures(rs)
+    assert [(c.kind, [r.task_id for r in c.failures]) for c in clusters] == [
+        ("answer-present", ["a", "d"]), ("no-answer", ["c"]), ("wrong", ["b"])]  # passes and errors apart
+
+
+class Teaching:
+    """Records what the teacher and the reflections were asked; the teacher solves with steps."""
+
+    def __init__(self, copy_other: bool = False):
+        self.teacher: list[str] = []
+        self.reflect: list[str] = []
+        self.copy_other = copy_other
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            self.reflect.append(user)
+            return useless_reflection()
+        if "You keep the rules of a skill" in user:
+            return FakeReply(text=json.dumps({"pattern": "none", "rule": USELESS}))
+        m = re.search(r"item (\d+)", user)
+        if req.model == "fake-opt" and m:
+            self.teacher.append(user)
+            n = int(m.group(1))
+            # a reply that carries the other tasks' questions (some of them train tasks shown in this step)
+            other = "".join(f"What is the secret code of item {k}?\n" for k in range(16) if k != n) if self.copy_other else ""
+            return FakeReply(text=f"{other}The code is ZETA- and the number.\nAnswer: ZETA-{n}")
+        if "## Worked example" in req.system and m:
+            return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
+        return FakeReply(text="Answer: unknown")
+
+
+@pytest.mark.parametrize("name", ["none", "working-first"])
+def test_the_template_setting_decides_every_fixed_wording(tmp_path, name):
+    """`train.template=none`: the teacher is asked the task alone, the worked example opens with a
+    neutral line, and no reflection is told to write numbered steps; `working-first` (the wording
+    that produced the earlier GSM8K lifts) puts all three back."""
+    data = write_jsonl(tmp_path / "codes.jsonl", coded(16))
+    script = Teaching()
+    tpl = template.template(name)
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "t", "--set", "train.consolidate=false",
+                             "--set", f"train.template={name}", epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert script.teacher and script.reflect
+    steps = name == "working-first"
+    assert all((template.WORKING_FIRST.show_work in u) == steps for u in script.teacher)
+    assert any(tpl.shape_focus in u for u in script.reflect)
+    assert all(("'Step 1: ...'" in u) == steps for u in script.reflect if template.NONE.shape_focus in u
+               or template.WORKING_FIRST.shape_focus in u)
+    cands = json.loads((tmp_path / "runs" / "t" / "steps" / "0001" / "candidates.json").read_text())
+    demo = next(c for c in cands if c["origin"] == "demonstration")
+    assert demo["edits"][0]["text"].split("\n\n")[1] == tpl.follow
+    assert ("Never give the final answer alone" in (tmp_path / "runs" / "t" / "best_skill.md").read_text()) == steps
+
+
+def test_a_worked_example_that_copies_another_tasks_text_is_dropped(tmp_path):
+    """A worked example may quote its own train task, and nothing else: a teacher reply that
+    carries another task's words is dropped by the leakage check before any rollout."""
+    data = write_jsonl(tmp_path / "codes.jsonl", coded(16))
+    with FakeModelServer(Teaching(copy_other=True)) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "leakdemo", "--set", "train.consolidate=false", epochs=1),
+                    tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    cands = json.loads((tmp_path / "runs" / "leakdemo" / "steps" / "0001" / "candidates.json").read_text())
+    demo = next(c for c in cands if c["origin"] == "demonstration")
+    assert demo["status"] == "leaked" and demo["version"] is None
+    assert "copies 'the secret code of item" in demo["leakage"][0]
+
+
+def test_each_candidate_kind_can_be_turned_off_for_the_ablation(tmp_path):
+    """The suite's ablation arms: no reflection (`max_reflections_per_step=0`), no rules
+    (`rules_per_step=0`), no worked example: the optimizer is never asked what is off."""
+    data = write_jsonl(tmp_path / "codes.jsonl", coded(16))
+    script = Teaching()
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "abl", "--set", "train.consolidate=false",
+                             "--set", "train.max_reflections_per_step=0", "--set", "train.rules_per_step=0",
+                             "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert not script.reflect and not script.teacher
+    cands = json.loads((tmp_path / "runs" / "abl" / "steps" / "0001" / "candidates.json").read_text())
+    assert cands == []
+
+
+def test_the_facts_shown_to_the_optimizer_count_how_answers_differ():
+    from skillopt.optimizer.rules import answer_facts
+
+    rs = [_scored("a", "Answer: Cell membrane", "membrane"), _scored("b", "Answer: Association football", "football"),
+          _scored("c", "Answer: Persia", "an elephant"), _scored("d", "Answer: twelve", "12"),
+          _scored("e", "no idea", "Mexico")]
+    facts = answer_facts(rs)
+    assert facts[0].startswith("2 of 5: the expected answer is inside the agent's answer, which adds words "
+                               "(e.g. agent 'Cell membrane', expected 'membrane'")
+    assert any(f.startswith("1 of 5: a number was expected and the agent wrote words") for f in facts)
+    assert any(f.startswith("2 of 5: a different answer altogether") for f in facts)
+    assert facts[-1] == "on average the agent's final answers have 1.6 words, the expected ones 1.0"
+
+
+def test_a_rule_that_parrots_the_instructions_is_refused():
+    from skillopt.optimizer.rules import restates_instructions
+
+    assert restates_instructions("Always check what form or how many words the answer takes.")
+    assert not restates_instructions("Give the common name of the thing, in one or two words, never its full title.")
