@@ -67,7 +67,7 @@ BAD_SETTINGS: list[tuple[str, str, str]] = [
     ("train.learning_rate.schedule", "exponential", "learning_rate.schedule"),
     ("train.skill_token_cap", "0", "skill_token_cap"), ("train.include_successes", "-1", "include_successes"),
     ("train.retry_errored", "-1", "retry_errored"), ("train.summary_tokens", "0", "summary_tokens"),
-    ("train.max_reflections_per_step", "0", "max_reflections_per_step"),
+    ("train.max_reflections_per_step", "-1", "max_reflections_per_step"),
     ("train.ablations_per_step", "-1", "ablations_per_step"), ("train.consolidate", "maybe", "train.consolidate"),
     ("train.screen", "[1]", "train.screen"),
     ("limits.timeout_s", "0", "limits.timeout_s"), ("limits.timeout_s", "-1", "limits.timeout_s"),
