@@ -126,6 +126,9 @@ def _skill(skill: Skill | PathLike | None) -> tuple[Skill | None, str | None]:
     if skill is None or isinstance(skill, Skill):
         return skill, None
     text = str(skill)
+    if not text.strip():
+        raise BadInput("bad setting seed_skill: the skill is empty; give a SKILL.md path (or leave it out for the "
+                       "benchmark's own)")
     if text.lstrip().startswith("---"):
         return Skill.parse(text, "the skill text"), None
     return None, text
@@ -171,13 +174,25 @@ def _inputs(benchmark, tasks, scorer, skill, config, preset, set_, env, settings
     return _Inputs(cfg, penv, environ, bench, seed, [note] if note else [])
 
 
-def _listeners(listeners: Sequence[Listener], progress: bool) -> list[Listener]:
-    out = list(listeners)
-    if progress:
-        from skillopt.cli.progress import ProgressView
+Progress = bool | str  # True / "auto": Rich bars on a terminal, else plain log lines; "plain" | "rich" | "none"
 
-        out.insert(0, ProgressView())
-    return out
+
+def _listeners(listeners: Sequence[Listener], progress: Progress) -> list[Listener]:
+    """`listeners`, with the progress view first when `progress` asks for one (it stops itself when
+    the run finishes; `_stop_progress` stops it when the work ends otherwise)."""
+    if not progress:
+        return list(listeners)
+    from skillopt.cli.progress_plain import progress_view
+
+    return [progress_view(progress), *listeners]
+
+
+def _stop_progress(every: Sequence[Listener]) -> None:
+    from skillopt.cli.progress_plain import PlainProgress
+
+    for listener in every:
+        if isinstance(listener, PlainProgress):
+            listener.stop()
 
 
 def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Mapping] | None = None,
@@ -185,7 +200,7 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
           config: PathLike | Mapping[str, Any] | RunConfig | None = None, preset: str | None = None,
           set: Sequence[str] | Mapping[str, Any] | None = None, resume: str | None = None,
           runs_dir: PathLike = "runs", env: Mapping[str, str] | ProviderEnv | None = None,
-          listeners: Sequence[Listener] = (), progress: bool = False, track: Sequence[str] = (),
+          listeners: Sequence[Listener] = (), progress: Progress = False, track: Sequence[str] = (),
           tracking_uri: str | None = None, **settings: Any) -> TrainResult:
     """Train a skill; returns a `TrainResult` (a budget stop is `status="stopped"`, not an error).
 
@@ -203,7 +218,7 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     runs = Path(runs_dir)
     if runs.exists() and not runs.is_dir():
         raise BadInput(f"runs_dir {runs} is a file, not a folder")
-    base = [RunStore.open(runs, resume).read_config().layer()] if resume else []
+    base = [RunStore.open(runs, resume).read_config().layer()] if resume is not None else []
     got = _inputs(benchmark, tasks, scorer, skill, config, preset, set, env, settings, base)
     trackers = []
     if track:
@@ -214,7 +229,10 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     every = [*_listeners(listeners, progress), MetricsWriter(runs), IndexWriter(runs), *trackers]
     for n in got.notes:
         Emitter(every)(Note(n))
-    summary = train_run(got.cfg, runs, got.env, every, resume=resume, benchmark=got.benchmark, seed=got.seed)
+    try:
+        summary = train_run(got.cfg, runs, got.env, every, resume=resume, benchmark=got.benchmark, seed=got.seed)
+    finally:
+        _stop_progress(every)
     store = RunStore(runs / summary.run_id)
     best = summary.versions.get("best", 0)
     return TrainResult(summary.run_id, store.root, summary.status, summary, store.skill(best), tuple(got.notes))
@@ -226,7 +244,7 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
              config: PathLike | Mapping[str, Any] | RunConfig | None = None,
              set: Sequence[str] | Mapping[str, Any] | None = None, runs_dir: PathLike = "runs",
              env: Mapping[str, str] | ProviderEnv | None = None, listeners: Sequence[Listener] = (),
-             progress: bool = False, **settings: Any) -> EvalResult:
+             progress: Progress = False, **settings: Any) -> EvalResult:
     """Score one skill on one split as an evaluation run (reusing every rollout a run already has).
 
     `skill`: a SKILL.md path, `RUN`, `RUN:vN`, `RUN:best`, a Skill, or a TrainResult (its best);
@@ -245,7 +263,10 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
     every = _listeners(listeners, progress)
     for n in got.notes:
         Emitter(every)(Note(n))
-    return evaluate_skill(got.cfg, ref, split, runs, got.env, every, benchmark=got.benchmark)
+    try:
+        return evaluate_skill(got.cfg, ref, split, runs, got.env, every, benchmark=got.benchmark)
+    finally:
+        _stop_progress(every)
 
 
 def _with_trials(set_: Sequence[str] | Mapping[str, Any] | None, trials: int | None) -> list:
@@ -270,7 +291,7 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
             scorer: Callable | str | None = None, config: PathLike | Mapping[str, Any] | RunConfig | None = None,
             set: Sequence[str] | Mapping[str, Any] | None = None, runs_dir: PathLike = "runs",
             env: Mapping[str, str] | ProviderEnv | None = None, listeners: Sequence[Listener] = (),
-            progress: bool = False, trials: int | None = None,
+            progress: Progress = False, trials: int | None = None,
             **settings: Any):
     """Compare two or more skills: scores with 95% intervals per split (errored rollouts apart), per-task
     wins / losses / ties and the paired lift against the first (the run summary's test, `stats.PairedLift`), trigger rates, tokens and cost (and diffs with `diff`).
@@ -313,8 +334,11 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                               settings, base, need_optimizer=False)
                 for n in got.notes:
                     Emitter(list(listeners))(Note(n))
-            scored = score_skill(ref, got.cfg, splits, runs, got.env, _listeners(listeners, progress),
-                                 benchmark=got.benchmark)
+            every = _listeners(listeners, progress)
+            try:
+                scored = score_skill(ref, got.cfg, splits, runs, got.env, every, benchmark=got.benchmark)
+            finally:
+                _stop_progress(every)
             c = got.cfg
             d = EntryData(SkillEntry(label=label, kind="file", sha=scored.sha, text=ref.skill.render(),
                                      benchmark=c.benchmark, harness=c.harness, target_model=c.target_model,

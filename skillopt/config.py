@@ -6,6 +6,7 @@ Derived values are properties; nothing writes back into the config.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
@@ -25,7 +26,7 @@ Seconds = Annotated[float, Field(gt=0)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class LearningRate(_Frozen):
@@ -65,15 +66,15 @@ class GateConfig(_Frozen):
     """The sequential paired sign test that accepts a candidate (see optimizer/gate.py)."""
 
     metric: Literal["hard", "soft"] = "hard"
-    alpha: float = 0.05  # chance of accepting a candidate that is no better (one-sided)
-    min_effect: float = 0.1  # improvement per pair worth detecting; below it, stop early (futility)
-    interim_alpha: float = 0.005  # p-value that accepts before every pair is in
-    futility: float = 0.05  # stop when the chance of still accepting falls below this
+    alpha: Annotated[float, Field(gt=0, le=0.5)] = 0.05  # chance of accepting a candidate that is no better (one-sided)
+    min_effect: Annotated[float, Field(gt=0, le=1)] = 0.1  # improvement per pair worth detecting; below it, stop early
+    interim_alpha: Annotated[float, Field(ge=0, le=0.5)] = 0.005  # p-value that accepts before every pair is in
+    futility: Annotated[float, Field(ge=0, lt=1)] = 0.05  # stop when the chance of still accepting falls below this
     trials: Count = 1  # pairs per validation task
     deterministic: Literal["auto", "on", "off"] = "auto"  # temperature 0 + seed where the target allows
     seed: int = 0  # sampling seed of deterministic rollouts
     per_step: Count = 1  # screened candidates gated per step, best screen first
-    noninferiority_margin: float = 0.05  # consolidation: accepted when not worse than this
+    noninferiority_margin: Annotated[float, Field(ge=0, lt=1)] = 0.05  # consolidation: accepted when not worse than this
     early_stop: bool = True  # False: every pair of every decision (no interim accept, no futility)
     trigger_weight: Annotated[float, Field(ge=0)] = 0.0  # agent harnesses: a pair's value is its score plus
     # this much when the agent loaded the skill (0: score only); with train.description on, 0.5 breaks ties
@@ -85,12 +86,19 @@ class GateConfig(_Frozen):
             data = {k: v for k, v in data.items() if k != "min_delta"}
         return data
 
+    @model_validator(mode="after")
+    def _interim_within_alpha(self) -> GateConfig:
+        if self.interim_alpha > self.alpha:
+            raise ValueError(f"interim_alpha ({self.interim_alpha}) must not exceed alpha ({self.alpha}): an interim "
+                             "look accepts on stronger evidence than the last")
+        return self
+
 
 class ModelsConfig(_Frozen):
     timeout_s: Seconds = 180.0
     retries: Annotated[int, Field(ge=0)] = 4  # retries after the first try of a call (0: one try)
-    retry_base_delay_s: Annotated[float, Field(ge=0)] = 1.0
-    optimizer_temperature: Annotated[float, Field(ge=0)] | None = None
+    retry_base_delay_s: Annotated[float, Field(ge=0, le=600)] = 1.0
+    optimizer_temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     optimizer_max_tokens: Count = 2048
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
@@ -277,10 +285,60 @@ def build_config(*, base: Sequence[dict[str, Any]] = (), preset: str | None = No
         if preset not in PRESETS:
             raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
         layers.append(PRESETS[preset])
-    layers += [f if isinstance(f, dict) else load_yaml(f) for f in files if f]
-    layers += [o if isinstance(o, dict) else parse_override(o) for o in overrides]
-    layers.append(flags_layer(**(flags or {})))
+    for f in files:
+        if f:
+            layers.append(check_layer(f if isinstance(f, dict) else load_yaml(f),
+                                      "the config" if isinstance(f, dict) else f"config file {f}"))
+    for o in overrides:
+        layers.append(check_layer(o, "set=") if isinstance(o, dict) else check_layer(parse_override(o), f"--set {o}"))
+    layers.append(check_layer(flags_layer(**(flags or {})), "the flags"))
     return canonical_names(resolve_config(*layers))
+
+
+NAMES = ("benchmark", "harness", "target_model", "optimizer_model", "seed_skill", "run_id")  # never ""
+
+
+def check_layer(layer: dict[str, Any], source: str, model: type[BaseModel] | None = None,
+                prefix: str = "") -> dict[str, Any]:
+    """Each value one layer gives is valid for its setting on its own, before the layers merge: a
+    later layer (a flag) setting the same key must not hide an invalid value (`--set train.epochs=abc
+    --epochs 2`). Unknown names are left to `resolve_config`, which suggests the nearest; settings
+    that depend on each other (interim_alpha <= alpha) are checked there, after the merge."""
+    from pydantic import TypeAdapter
+
+    model = model or RunConfig
+    for key, value in layer.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None or value is None:
+            continue
+        dotted = f"{prefix}{key}"
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, dict):
+            check_layer(value, source, sub, f"{dotted}.")
+            continue
+        if not prefix and key in NAMES and isinstance(value, str) and not value.strip():
+            raise BadInput(f"bad setting {dotted} in {source}: it is empty; give a value or leave it out")
+        if isinstance(value, bool) and _takes_int(sub):
+            raise BadInput(f"bad setting {dotted} in {source}: {value} is not a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadInput(f"bad setting {dotted} in {source}: {value} is not a finite number")
+        try:
+            kind = Annotated[(sub, *field.metadata)] if field.metadata else sub  # type: ignore[valid-type]
+            TypeAdapter(kind).validate_python(value)
+        except ValidationError as e:
+            err = e.errors()[0]
+            inner = ".".join(str(x) for x in err["loc"])
+            raise BadInput(f"bad setting {dotted}{'.' + inner if inner else ''} in {source}: {err['msg']}") from None
+    return layer
+
+
+def _takes_int(annotation: Any) -> bool:
+    """An int setting (possibly optional or constrained), which a YAML `true` must not fill as 1."""
+    import typing
+
+    if annotation is int:
+        return True
+    return any(_takes_int(a) for a in typing.get_args(annotation) if not isinstance(a, (str, bytes)))
 
 
 def canonical_names(cfg: RunConfig) -> RunConfig:

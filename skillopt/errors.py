@@ -49,6 +49,18 @@ class RunFailed(SkilloptError):
     """The run cannot produce a result (for example: every rollout errored). Exit code 1."""
 
 
+class ScorerFailed(RunFailed):
+    """A scorer raised (or returned something that is not a score): the run stops at its first such
+    call, marked failed; after the scorer is fixed, `run --resume` continues it."""
+
+    PREFIX = "the scorer "
+
+    def __init__(self, scorer: str, task_id: str, error: BaseException):
+        why = str(error).splitlines()[0] if str(error) else ""
+        super().__init__(f"{self.PREFIX}{scorer} raised {type(error).__name__} on task {task_id!r}"
+                         f"{': ' + why[:300] if why else ''}: fix it, then continue with run --resume")
+
+
 class Interrupted(SkilloptError):
     """The run was asked to stop (SIGINT, stop file); state is saved."""
 

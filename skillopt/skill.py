@@ -164,6 +164,8 @@ class Skill(BaseModel):
     def parse(cls, text: str, source: str = "<skill>") -> Skill:
         """Parse a SKILL.md document; `BadInput` (one line naming `source`) when malformed."""
         text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+        if (nul := text.find("\x00")) >= 0:
+            raise BadInput(f"{source}: holds a NUL byte (character {nul}): a SKILL.md is text; remove it")
         first = _DELIM_RE.match(text)
         if not first:
             raise BadInput(f"{source}: a SKILL.md must start with YAML front matter (a first line '---')")
@@ -252,9 +254,24 @@ class Skill(BaseModel):
         return validate_name(self.name) + validate_description(self.description)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice",
+                                                        key_node.start_mark)
+            if isinstance(key, (str, int, float, bool)):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _load_front_matter(raw: str, source: str) -> dict[str, Any]:
     try:
-        meta = yaml.safe_load(raw)
+        meta = yaml.load(raw, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at front matter line {mark.line + 1}" if mark else ""

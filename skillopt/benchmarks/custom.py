@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from skillopt.benchmarks.base import RolloutOutput, Score, Split, SplitSizes, Task, assign_splits
-from skillopt.errors import BadInput
+from skillopt.errors import BadInput, ScorerFailed
 
 ENTRY_POINT_GROUP = "skillopt.scorers"
 ScoreLike = Score | float | int | bool | tuple
@@ -61,10 +61,28 @@ def to_score(value: Any, where: str = "the scorer") -> Score:
 
 
 async def call_scorer(fn: ScoreFn, task: Task, text: str) -> Score:
-    result = fn(task, text)
-    if inspect.isawaitable(result):
-        result = await result
-    return to_score(result, getattr(fn, "__name__", "the scorer"))
+    """`fn`'s score of `text`; `ScorerFailed` (naming the scorer and the task) when it raises or
+    returns something that is not a score."""
+    name = scorer_name(fn)
+    try:
+        result = fn(task, text)
+        if inspect.isawaitable(result):
+            result = await result
+        return to_score(result, f"the scorer {name}")
+    except ScorerFailed:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code: any failure is the scorer's, named
+        raise ScorerFailed(name, task.id, e) from e
+
+
+def scorer_name(fn: Any) -> str:
+    """How a message names a scorer: its qualified name (a function), else its class's."""
+    for obj in (fn, type(fn)):
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+        if isinstance(name, str) and name not in ("function", "partial"):
+            module = getattr(obj, "__module__", "") or ""
+            return f"{module}.{name}" if module and module not in ("__main__", "builtins") else name
+    return repr(fn)[:60]
 
 
 def scorer_version(fn: Any) -> str:

@@ -2,7 +2,7 @@
 
 Exit codes (the README lists them too): 0 finished, 1 failed (the work could not produce a result),
 2 bad input (nothing was started), 3 stopped by a budget (resume it with `run --resume`),
-130 interrupted (Ctrl-C; state saved).
+130 interrupted (Ctrl-C; state saved), 143 terminated (SIGTERM: the same, from `timeout`, `docker stop`, ...).
 
 Global options (`--runs-dir`, `--verbose`) are accepted before or after the subcommand;
 `SKILLOPT_RUNS_DIR` sets the runs folder. `-h` is `--help` everywhere.
@@ -66,14 +66,27 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except BadInput as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False)
+            console.print(f"[bold red]error:[/] {escape(_masked(e))}", markup=True, highlight=False)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         except SkilloptError as e:
-            console.print(f"[bold red]error:[/] {escape(str(e))}")
+            console.print(f"[bold red]error:[/] {escape(_masked(e))}")
             raise typer.Exit(EXIT_FAILED) from None
-        except KeyboardInterrupt:
-            console.print("interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt as e:
+            from skillopt.cli.signals import interrupt_exit_code
+
+            code = interrupt_exit_code()
+            where = "" if Globals.runs_dir == Path("runs") else f" --runs-dir {Globals.runs_dir}"
+            notes = [n + (where if "--resume" in n else "") for n in getattr(e, "__notes__", [])]
+            console.print("; ".join(["interrupted" if code == EXIT_INTERRUPTED else "terminated (SIGTERM)", *notes]),
+                          markup=False, highlight=False)
+            raise typer.Exit(code) from None
+
+
+def _masked(e: BaseException) -> str:
+    """An error's message as stderr shows it: secrets masked, as on disk."""
+    from skillopt.store.redact import redact
+
+    return redact(str(e))
 
 
 def new_app(help: str) -> typer.Typer:
@@ -168,8 +181,11 @@ def register_commands(argv: list[str]) -> None:
 
 
 def main() -> None:
+    from skillopt.cli import signals
+
+    signals.install()
     register_commands(sys.argv[1:])
     try:
         app()
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(signals.interrupt_exit_code())

@@ -133,7 +133,7 @@ def print_summary(s: RunSummary) -> None:
         usage.add_row(role, str(t.calls), str(t.cached_calls), str(t.input_tokens), str(t.output_tokens),
                       cost_text(t.cost_usd, t.input_tokens + t.output_tokens))
     out.print(usage)
-    if s.stop_reason:
+    if s.stop_reason and s.status != "failed":  # a failure is the command's one `error:` line
         out.print(f"{s.status}: {s.stop_reason}", markup=False)
 
 

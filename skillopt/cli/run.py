@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from skillopt.cli.app import EXIT_FAILED, EXIT_STOPPED, Globals, app, console, load_env, out
-from skillopt.cli.progress import ProgressView, print_next_steps, print_summary
+from skillopt.cli.progress import print_next_steps, print_summary
+from skillopt.cli.progress_plain import progress_view
 from skillopt.config import FLAG_SETTINGS, PRESETS, default_of
 
 
@@ -40,7 +41,7 @@ def run(
                                      help="Model spec of the agent, e.g. openai:gpt-5-mini. " + MODEL_DEFAULTS),
     optimizer_model: str = typer.Option(None, "--optimizer-model", "--optimizer_model", show_default="see --target-model",
                                         help="Model spec of the optimizer, e.g. openai:gpt-5."),
-    skill: Path = typer.Option(None, "--skill", show_default="skills/<benchmark>/SKILL.md", help="Seed SKILL.md."),
+    skill: str = typer.Option(None, "--skill", show_default="skills/<benchmark>/SKILL.md", help="Seed SKILL.md."),
     config: Path = typer.Option(None, "--config", show_default="none", help="YAML config file."),
     preset: str = typer.Option(None, "--preset", show_default="none", help=f"Settings preset: {', '.join(PRESETS)}."),
     resume: str = typer.Option(None, "--resume", show_default="none", help="Continue the run with this id."),
@@ -79,16 +80,18 @@ def run(
     executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
     ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
+    progress: str = typer.Option("auto", "--progress", help="plain (log lines: a line per phase and every tenth of it "
+                                 "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
 ) -> None:
     from skillopt.api import train
 
-    view = ProgressView(Globals.verbose)
+    view = progress_view(progress, Globals.verbose)
     try:
         result = train(
             config=config or Globals.config, preset=preset, set=list(overrides or []), resume=resume,
             runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], track=list(track or []),
             tracking_uri=tracking_uri, benchmark=benchmark, harness=harness, target_model=target_model,
-            optimizer_model=optimizer_model, skill=str(skill) if skill else None, run_id=run_id, epochs=epochs,
+            optimizer_model=optimizer_model, skill=skill, run_id=run_id, epochs=epochs,
             batch_size=batch_size, concurrency=concurrency, trials=trials, learning_rate=learning_rate,
             schedule=schedule, train_description=train_description, train_size=train_size, val_size=val_size,
             test_size=test_size, split_seed=split_seed, max_cost_usd=max_cost_usd, max_rollouts=max_rollouts,
@@ -124,10 +127,12 @@ def eval_(
     executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
     ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
+    progress: str = typer.Option("auto", "--progress", help="plain (log lines: a line per phase and every tenth of it "
+                                 "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
 ) -> None:
     from skillopt.api import evaluate
 
-    view = ProgressView()
+    view = progress_view(progress, Globals.verbose)
     try:
         result = evaluate(skill, benchmark, split=split, config=config or Globals.config, set=list(overrides or []),
                           runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], harness=harness,

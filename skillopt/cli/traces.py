@@ -13,6 +13,7 @@ from skillopt.cli.traces_export import HELP as EXPORT_HELP
 from skillopt.cli.traces_export import export_command
 from skillopt.errors import BadInput
 from skillopt.store.schema import RolloutRecord
+from skillopt.store.refs import pick_version
 from skillopt.store.run import RunStore, raw_log_file
 from skillopt.traces.events import (
     ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent, parse_event,
@@ -30,7 +31,8 @@ every one, --raw adds the agent's native log (stream-json, codex exec --json), -
 
 Example: skillopt traces show RUN arith-apples   |   skillopt traces show RUN arith-apples --version 2 --raw""")
 def show(
-    run: str = typer.Argument(..., help="The run id (a folder under --runs-dir)."),
+    run: str = typer.Argument(..., help="The run id (a folder under --runs-dir), or RUN:vN / RUN:best / RUN:seed "
+                                        "for one version's rollouts."),
     task: str = typer.Argument(..., help="The task id."),
     version: int = typer.Option(None, "--version", help="Only rollouts of this skill version."),
     trial: int = typer.Option(None, "--trial", help="Only this trial."),
@@ -39,15 +41,31 @@ def show(
     raw: bool = typer.Option(False, "--raw", help="Also print the agent's native log."),
     full: bool = typer.Option(False, "--full", help="Print long texts whole."),
 ) -> None:
-    store = RunStore.open(Globals.runs_dir, run.split(":")[0])
-    records = [r for r in store.rollouts() if r.task_id == task and (version is None or r.version == version)
+    run_id, _, which = run.partition(":")
+    store = RunStore.open(Globals.runs_dir, run_id)
+    sha = None
+    if which:  # RUN:vN, RUN:best, RUN:seed: that version's rollouts (by content: a later number may share them)
+        n = pick_version(store, which, run)
+        if version is not None and version != n:
+            raise BadInput(f"{run} is v{n:03d} but --version says {version}: give one of the two")
+        version, sha = n, store.version(n).sha
+    records = [r for r in store.rollouts() if r.task_id == task
+               and (version is None or r.version == version or r.skill_sha == sha)
                and (trial is None or r.trial == trial) and (split is None or r.split == split)]
     if not records:
         known = sorted({r.task_id for r in store.rollouts()})
+        if task in known:
+            what = f"v{version:03d}" if version is not None else "these options"
+            raise BadInput(f"no rollout of task {task!r} in run {store.run_id} matches {what}{_matching(trial, split)}: "
+                           f"`skillopt traces show {store.run_id} {task} --all` lists its rollouts")
         hint = f" (tasks with rollouts: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''})" if known else ""
         raise BadInput(f"no rollout of task {task!r} in run {store.run_id} matches{hint}")
     for rec in records if every else records[-1:]:
         _print_rollout(store, rec, raw, None if full else 600)
+
+
+def _matching(trial: int | None, split: str | None) -> str:
+    return "".join(f" ({k} {v})" for k, v in (("trial", trial), ("split", split)) if v is not None)
 
 
 def _print_rollout(store: RunStore, rec: RolloutRecord, raw: bool, limit: int | None) -> None:

@@ -13,11 +13,13 @@ from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, resolve_specs,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, preflight_models, resolve_specs,
     size_local_models, token_capture,
 )
 from skillopt.harness.workspace import check_skill_name
+from skillopt.errors import RunFailed
 from skillopt.models import ProviderEnv
+from skillopt.store.redact import redact
 from skillopt.store.index import RunIndex
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
@@ -47,9 +49,11 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
     run_id = check_run_id(cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     check_skill_name(ref.skill)
     with open_benchmark(cfg, benchmark) as benchmark:
-        check_splits(cfg, benchmark, (split,))
+        check_splits(cfg, benchmark, (split,), sizes_by_flag=False)
         parts = build_parts(cfg, benchmark, env, None)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
+            RunStore.check_new(runs_dir, run_id)
+            preflight_models(cfg, specs, benchmark, env)
             store = RunStore.create(runs_dir, run_id, lock=True)
             try:
                 return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts, executor)
@@ -79,8 +83,15 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
         if ref.run is not None:  # reuse what the source run already scored
             runner.cache.update({r.key: r for r in ref.run.rollouts() if not r.errored})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))
-        records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.gate.trials,
-                                              retries=cfg.train.retry_errored))
+        try:
+            records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.gate.trials,
+                                                  retries=cfg.train.retry_errored))
+        except (RunFailed, KeyboardInterrupt) as e:  # a raising scorer, Ctrl-C, SIGTERM: marked, never `new`
+            failed = isinstance(e, RunFailed)
+            store.write_state(RunState(run_id=store.run_id, status="failed" if failed else "stopped",
+                                       stop_reason=redact(str(e)) if failed else "interrupted",
+                                       fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
+            raise
     records = _keep_reused(store, ref, records, v.version)
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished",

@@ -64,5 +64,9 @@ class Emitter:
         self.listeners = list(listeners or [])
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, Note):  # notes quote errors (a provider's reply may echo a key): masked like the disk
+            from skillopt.store.redact import redact
+
+            event = Note(redact(event.text))
         for fn in self.listeners:
             fn(event)

@@ -28,6 +28,7 @@ from skillopt.benchmarks.base import Benchmark, Score, Task
 from skillopt.harness.process import pid_alive
 from skillopt.harness.base import Harness, Limits, PlacesSkill, PromptOnly, Rollout
 from skillopt.harness.workspace import workspace
+from skillopt.errors import ScorerFailed, SkilloptError
 from skillopt.models.spec import ModelSpec
 from skillopt.skill import Skill
 
@@ -169,7 +170,12 @@ class LocalExecutor:
     async def _score(self, task: Task, rollout: Rollout, ws: Path) -> Score:
         if rollout.error_kind == "infra":  # no answer to grade: not a score, never graded
             return Score(hard=0.0, soft=0.0, feedback=f"not scored: {rollout.error}")
-        return await self.benchmark.score(task, rollout.output, ws)
+        try:
+            return await self.benchmark.score(task, rollout.output, ws)
+        except SkilloptError:  # a judge's failed call, a budget, a named scorer failure: as they are
+            raise
+        except Exception as e:  # noqa: BLE001 - `score` never raises for a bad answer: this is the scorer's bug
+            raise ScorerFailed(f"of {self.benchmark.name}", task.id, e) from e
 
     async def _guarded_run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec) -> tuple[Rollout, bool]:
         """The harness contract says it never raises for agent failure; enforce the timeout too.

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.errors import ScorerFailed
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.engine.executor import Executor, LocalExecutor, RolloutJob
 from skillopt.engine.settings import Settings
@@ -123,7 +124,12 @@ class RolloutRunner:
         async def worker() -> None:
             for i in todo:
                 task, trial = jobs[i]
-                results[i] = await self.run_one(skill, version, task, split, trial, sha)
+                try:
+                    results[i] = await self.run_one(skill, version, task, split, trial, sha)
+                except ScorerFailed:
+                    for _ in todo:  # the scorer is broken: start no other rollout
+                        pass
+                    raise
 
         # In-flight rollouts finish and are saved even when the budget runs out meanwhile.
         outcomes = await asyncio.gather(*[worker() for _ in range(min(self.concurrency, len(jobs)))],

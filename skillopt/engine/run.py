@@ -18,17 +18,18 @@ from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.settings import SCORING_SECTIONS, Settings
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
-    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, resolve_specs, seed_skill,
-    size_local_models, token_capture,
+    Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, preflight_models, resolve_specs,
+    seed_skill, size_local_models, token_capture,
 )
 from skillopt.engine.usage import record_calls, recorded_usage
-from skillopt.errors import BadInput, BudgetExceeded, RunFailed
+from skillopt.errors import BadInput, BudgetExceeded, RunFailed, ScorerFailed
 from skillopt.models import ProviderEnv
+from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
 from skillopt.stats import PairedLift, paired_lift
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.scores import latest_per_trial
-from skillopt.store.redact import masked_paths
+from skillopt.store.redact import masked_paths, redact
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
@@ -38,18 +39,47 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
     `benchmark`: one built in Python (tasks and a scorer) instead of `cfg.benchmark` by name;
     `seed`: the seed skill itself instead of `cfg.seed_skill` (a path)."""
     specs = resolve_specs(cfg, env)
-    run_id = check_run_id(resume or cfg.run_id or new_run_id(cfg.benchmark))
+    given = resume if resume is not None else cfg.run_id
+    run_id = check_run_id(given if given is not None else new_run_id(cfg.benchmark))
     with open_benchmark(cfg, benchmark) as benchmark:
         seed = seed_skill(cfg, seed)
         check_splits(cfg, benchmark, ("train", "val"))
         parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
         size_local_models(specs, cfg.train.concurrency)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
+            if not resume:  # every check of a new run before its endpoints are asked, then its folder
+                RunStore.check_new(runs_dir, run_id)
+                preflight_models(cfg, specs, benchmark, env)
             store, state = _open_or_create(cfg, runs_dir, run_id, resume, parts.settings)
+            if resume and (state is None or state.status != "finished"):  # a finished run calls no model
+                try:
+                    preflight_models(cfg, specs, benchmark, env)
+                except BaseException:
+                    store.unlock()
+                    raise
             try:
                 return _train(cfg, store, state, seed, env, listeners, specs, benchmark, parts, executor)
+            except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM at the CLI edge: state saved, resumable
+                _mark_interrupted(store, cfg, parts.settings, seed)
+                e.add_note(f"state saved; continue with: skillopt run --resume {store.run_id}")
+                raise
             finally:
                 store.unlock()
+
+
+def _mark_interrupted(store: RunStore, cfg: RunConfig, settings: Settings, seed: Skill) -> None:
+    """An interruption at any moment, even before the first step: the run's checkpoint says
+    `stopped` (interrupted), never `running` or `new` forever; a resume continues it."""
+    state = store.read_state()
+    if state is None:
+        if not (store.root / "config.yaml").exists():
+            store.write_config(StoredConfig.of(cfg))
+        if not store.versions():
+            store.add_version(seed, parent=None, origin="seed", status="seed")
+        state = RunState(run_id=store.run_id, fingerprint=settings.fingerprint(cfg.splits))
+    if state.status in ("running", "stopped"):
+        state.status, state.stop_reason = "stopped", "interrupted"
+        store.write_state(state)
 
 
 def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | None,
@@ -59,24 +89,47 @@ def _open_or_create(cfg: RunConfig, runs_dir: Path, run_id: str, resume: str | N
         return RunStore.create(runs_dir, run_id, lock=True), None
     store = RunStore.open(runs_dir, run_id, lock=True)
     state = store.read_state()
-    if state is not None and state.fingerprint != settings.fingerprint(cfg.splits):
+    fingerprint = settings.fingerprint(cfg.splits)
+    if state is not None and state.fingerprint != fingerprint:
+        saved = store.read_config().layer()
+        if _scorer_fixed(state, saved, cfg):
+            state.fingerprint = fingerprint  # its old scores have other cache keys: never reused
+            return store, state
         store.unlock()
-        raise BadInput(f"cannot resume {resume}: {_why_different(store.read_config().layer(), cfg)}")
+        raise BadInput(f"cannot resume {resume}: {_why_different(saved, cfg, store)}")
     return store, state
 
 
-def _why_different(saved: dict, cfg: RunConfig) -> str:
+def _scorer_fixed(state: RunState, saved: dict, cfg: RunConfig) -> bool:
+    """A run that failed because its scorer raised resumes with the fixed scorer (which changes
+    the fingerprint), as long as nothing else changed."""
+    return (state.status == "failed" and (state.stop_reason or "").startswith(ScorerFailed.PREFIX)
+            and not masked_paths({k: cfg.model_dump(mode="json").get(k) for k in SCORING_SECTIONS})
+            and not _changed_sections(saved, cfg))
+
+
+def _changed_sections(saved: dict, cfg: RunConfig) -> list[str]:
+    now_cfg = redacted(cfg)
+    return [k for k in dict.fromkeys((*SCORING_SECTIONS, "gate")) if k != "train" and saved.get(k) != now_cfg.get(k)]
+
+
+def _why_different(saved: dict, cfg: RunConfig, store: RunStore) -> str:
     """Why a resume's settings differ from the run's, in words the user can act on."""
     given = cfg.model_dump(mode="json")
     hidden = masked_paths({k: given.get(k) for k in SCORING_SECTIONS})  # still the saved placeholder
     if hidden:
         return (f"its settings hold secrets that were not saved ({', '.join(hidden)}): give them again, as when "
                 f"the run started (--set {hidden[0]}=..., or the same flag)")
-    now_cfg = redacted(cfg)
-    changed = [k for k in (*SCORING_SECTIONS, "gate") if k != "train" and saved.get(k) != now_cfg.get(k)]
+    changed = _changed_sections(saved, cfg)
     if changed:
         return (f"its {', '.join(changed)} differ from this command's; resume with the run's own settings "
                 f"(see its config.yaml)")
+    made = store.rollouts()  # config.yaml edited by hand: the rollouts still say what the run used
+    for field, now_value in (("target_model", str(parse_model_spec(cfg.target_model))), ("harness", cfg.harness)):
+        used = {r.model if field == "target_model" else r.harness for r in made}
+        if used and now_value not in used:
+            return (f"its {field} is {now_value} but its rollouts were made with {', '.join(sorted(used))}: was "
+                    f"config.yaml edited? put {field} back (or start a new run)")
     return "the benchmark data or its scorer changed since the run started; start a new run"
 
 
@@ -93,6 +146,9 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
     meter = parts.meter
     meter.restore(recorded_usage(store))  # what the run recorded, not its last checkpoint
     record_calls(meter, store)
+    if bad := store.unreadable_rollout_lines:
+        emit(Note(f"warning: {len(bad)} line(s) of rollouts.jsonl cannot be read and are skipped (line "
+                  f"{', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''}): those rollouts run again"))
     summary = store.read_summary()
     started = summary.started_at if summary else now()
     if warning := gate_size_warning(cfg, benchmark):
@@ -116,10 +172,11 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
             state.status, state.stop_reason = "stopped", e.reason
             emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))
         except RunFailed as e:
-            state.status, state.stop_reason = "failed", str(e)
+            state.status, state.stop_reason = "failed", redact(str(e))
         except KeyboardInterrupt:
             state.status, state.stop_reason = "stopped", "interrupted"
             trainer.checkpoint()
+            store.write_summary(build_summary(trainer, benchmark, started))  # views show the scores it has
             raise
     trainer.checkpoint()
     summary = build_summary(trainer, benchmark, started)
@@ -149,7 +206,9 @@ def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
 
     if can_accept(pairs):
         return None
-    need = next(n for n in range(pairs + 1, 200) if can_accept(n))
+    need = next((n for n in range(pairs + 1, 200) if can_accept(n)), None)
+    if need is None:
+        return f"warning: the gate (alpha {g.alpha}) cannot accept any candidate with under 200 validation pairs"
     return (f"warning: the validation split has {pairs} paired observation(s): the gate (alpha {g.alpha}) cannot "
             f"accept any candidate with fewer than {need}; use --val-size {-(-need // g.trials)} or more "
             "(20+ recommended)")

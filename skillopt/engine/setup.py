@@ -44,7 +44,8 @@ class Specs:
 def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True) -> Specs:
     """Parse and check both specs, the harness/target combination and a cost budget's prices."""
     if not cfg.target_model:
-        raise BadInput("no target model: pass --target_model (e.g. openai:gpt-5-mini or local:qwen2.5-coder-0.5b)")
+        raise BadInput("no target model: pass --target-model (e.g. openai:gpt-5-mini, or local:qwen2.5-coder-1.5b "
+                       "to run offline)")
     target = parse_model_spec(cfg.target_model)
     check_compatible(cfg.harness, target)
     check_credentials(target, env)
@@ -61,6 +62,16 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     spending = {"target": target, **({"optimizer": optimizer} if optimizer else {})}
     check_prices(cfg.budget, spending, cfg.models.prices)
     return Specs(target, optimizer)
+
+
+def preflight_models(cfg: RunConfig, specs: Specs, benchmark: Benchmark, env: ProviderEnv) -> None:
+    """Every model endpoint the run calls (target, optimizer, a judge) answers one cheap request, before
+    the run folder exists (`models.preflight`)."""
+    from skillopt.models.preflight import check_endpoints
+
+    roles = {"target": specs.target, **({"optimizer": specs.optimizer} if specs.optimizer else {}),
+             **scorer_specs(cfg, benchmark, env)}
+    check_endpoints(roles, env, timeout_s=min(cfg.models.timeout_s, 10.0))
 
 
 def size_local_models(specs: Specs, concurrency: int) -> None:
@@ -115,13 +126,31 @@ def _find_seed(cfg: RunConfig) -> Skill:
     raise BadInput(f"no seed skill for {cfg.benchmark!r}: pass --skill PATH")
 
 
-def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...]) -> None:
-    """Each split in `needed` has tasks (an empty val split would make every candidate a tie)."""
+def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...], sizes_by_flag: bool = True) -> None:
+    """Each split in `needed` has tasks (an empty val split would make every candidate a tie). The
+    hint names the setting that fixes it: the split's own size when it is 0, else the earlier
+    split that took every task (train, then val, then test). `sizes_by_flag`: the command has
+    `--train-size` / `--val-size` / `--test-size` (run); else `--set splits.NAME=N` (eval)."""
+    def option(split: str, n: int | str) -> str:
+        return f"--{split}-size {n}" if sizes_by_flag else f"--set splits.{split}={n}"
+
+    total = len(list(benchmark.tasks("all")))  # type: ignore[arg-type]
+    order = ["train", "val", "test"]
     for split in needed:
-        if not list(benchmark.tasks(split)):  # type: ignore[arg-type]
-            raise BadInput(f"the {split} split of {cfg.benchmark} is empty (splits.{split}="
-                           f"{getattr(cfg.splits, split)}, {len(list(benchmark.tasks('all')))} tasks in all): "
-                           f"give it tasks with --{split}-size N")
+        if list(benchmark.tasks(split)):  # type: ignore[arg-type]
+            continue
+        where = f"the {split} split of {cfg.benchmark} is empty"
+        if total == 0:
+            raise BadInput(f"{where}: the benchmark has no tasks")
+        counts = {s: len(list(benchmark.tasks(s))) for s in order[:order.index(split)]} if split in order else {}
+        before = [s for s, n in counts.items() if n]
+        if getattr(cfg.splits, split, None) == 0 or not before:
+            raise BadInput(f"{where} (splits.{split}={getattr(cfg.splits, split, None)}, {total} tasks in all): give "
+                           f"it tasks with {option(split, 'N')}")
+        lower = max(before, key=lambda s: counts[s])
+        took = ", ".join(f"{s} {counts[s]}" for s in before)
+        raise BadInput(f"{where}: {' and '.join(before)} took all {total} tasks ({took}); lower "
+                       f"{option(lower, max(1, counts[lower] // 2))} (or so) to leave some for {split}")
 
 
 def make_models(cfg: RunConfig, env: ProviderEnv, meter: Meter, cache_path: Path | None) -> Models:

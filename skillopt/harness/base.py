@@ -20,7 +20,7 @@ class Limits(BaseModel):
     timeout_s: float = Field(300.0, gt=0)  # whole rollout
     max_turns: int = Field(20, ge=1)
     stop: tuple[str, ...] = ()
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, le=2)  # the providers' range
     seed: int | None = None  # sampling seed, where the provider takes one (deterministic rollouts)
 
 

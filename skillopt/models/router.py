@@ -47,12 +47,20 @@ class StructuredFailure(BaseModel):
     transient: bool = False  # the call itself failed after its retries (a later try may succeed)
 
 
+def _local_default() -> str:
+    from skillopt.models.defaults import LOCAL_TARGET
+
+    return LOCAL_TARGET
+
+
 def check_credentials(spec: ModelSpec, env: ProviderEnv) -> None:
     """Fail before any call when the key a spec needs is missing (names the variable)."""
     if spec.provider == "openai" and not env.openai_api_key and not spec.base_url:
-        raise BadInput(f"{spec} needs an OpenAI key: set OPENAI_API_KEY (or use local:qwen2.5-coder-0.5b)")
+        raise BadInput(f"{spec} needs an OpenAI key: set OPENAI_API_KEY (or leave the model out for the embedded "
+                       f"{_local_default()})")
     if spec.provider == "anthropic" and not env.anthropic_api_key and not spec.base_url:
-        raise BadInput(f"{spec} needs an Anthropic key: set ANTHROPIC_API_KEY (or use local:qwen2.5-coder-0.5b)")
+        raise BadInput(f"{spec} needs an Anthropic key: set ANTHROPIC_API_KEY (or leave the model out for the "
+                       f"embedded {_local_default()})")
     if spec.provider == "azure" and not (spec.base_url or env.azure_openai_endpoint):
         raise BadInput(f"{spec} needs an Azure endpoint: set AZURE_OPENAI_ENDPOINT (and AZURE_OPENAI_API_KEY)")
     if spec.provider == "local":
@@ -96,6 +104,13 @@ class Models:
                 resp = await self._provider(spec).complete(spec, req)
             except TransientError as e:
                 last = e
+                if e.retry_after is not None and e.retry_after > self.retry.max_delay_s:
+                    # the server asks for a longer wait than we allow: waiting the cap again and again would
+                    # only run out the rollout's own time limit (and blame the agent); give up now
+                    msg = (f"{spec}: the server asks to wait {e.retry_after:.0f} s (Retry-After), over the "
+                           f"{self.retry.max_delay_s:.0f} s cap: {e}")
+                    self.meter.record(CallRecord(role=role, model=str(spec), ok=False, error=msg))
+                    raise ModelCallError(msg, transient=True) from e
                 if attempt + 1 < max(1, self.retry.attempts):
                     await asyncio.sleep(self.retry.delay(attempt, e.retry_after))
                 continue

@@ -71,7 +71,7 @@ def parse_model_spec(text: str) -> ModelSpec:
     if ":" not in raw:
         raise BadInput(
             f"unknown model spec {text!r}: write PROVIDER:MODEL[@BASE_URL] with PROVIDER one of "
-            f"{', '.join(PROVIDERS)} (e.g. openai:gpt-5-mini, local:qwen2.5-coder-0.5b)"
+            f"{', '.join(PROVIDERS)} (e.g. openai:gpt-5-mini, local:qwen2.5-coder-1.5b)"
         )
     provider, rest = raw.split(":", 1)
     provider = provider.strip().lower()

@@ -129,17 +129,20 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 continue
 
 
-def read_records(path: Path, model: type[M]) -> Iterator[M]:
+def read_records(path: Path, model: type[M], skipped: list[int] | None = None) -> Iterator[M]:
     """The complete records of an append-only log as `model`s (parsed by pydantic from the JSON text,
-    the fast path for big logs), skipping torn or foreign lines."""
+    the fast path for big logs), skipping torn or foreign lines. `skipped` receives the (1-based)
+    numbers of complete lines that could not be read: not a torn last line, which a crash leaves."""
     if not path.exists():
         return
     with open(path, "rb") as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             if line.strip():
                 try:
                     yield model.model_validate_json(line)
                 except ValidationError:
+                    if skipped is not None and line.endswith(b"\n"):
+                        skipped.append(n)
                     continue
 
 
@@ -177,6 +180,32 @@ def writable_output(path: Path, what: str) -> Path:
     except OSError as e:
         raise BadInput(f"cannot write {what} {path}: {e.strerror or type(e).__name__}: pick another path") from None
     return Path(path)
+
+
+def check_writable_folder(folder: Path, what: str, option: str) -> None:
+    """`folder` can hold new files (tried, then undone: folders made for the try are removed)."""
+    missing = []
+    p = folder
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    made: list[Path] = []
+    try:
+        for d in reversed(missing):
+            d.mkdir()
+            made.append(d)
+        probe = folder / f".skillopt-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"cannot write the {what} {folder}: {e.strerror or type(e).__name__}: pick a writable "
+                       f"{option}") from None
+    finally:
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 def try_lock(path: Path) -> tuple[int | None, str]:

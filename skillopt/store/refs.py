@@ -27,11 +27,12 @@ def resolve_skill_ref(ref: str, runs_dir: Path) -> SkillRef:
         return SkillRef(Skill.load(path), str(path))
     run_id, _, which = ref.partition(":")
     store = RunStore.open(runs_dir, run_id)
-    version = _pick(store, which or "best", ref)
+    version = pick_version(store, which or "best", ref)
     return SkillRef(store.skill(version), f"{run_id}:v{version:03d}", store, version)
 
 
-def _pick(store: RunStore, which: str, ref: str) -> int:
+def pick_version(store: RunStore, which: str, ref: str) -> int:
+    """The version number `which` (`best`, `final`, `seed`, `vN`, `N`) names in `store`; else `BadInput`."""
     state = store.read_state()
     if which in ("best", "final", "seed"):
         if which == "seed":

@@ -18,8 +18,8 @@ from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
 from skillopt.store.files import (
-    append_jsonl, atomic_write_json, release_lock, try_lock, atomic_write_text, count_lines, json_line, read_jsonl, read_records,
-    write_new_text,
+    append_jsonl, atomic_write_json, check_writable_folder, release_lock, try_lock, atomic_write_text, count_lines,
+    json_line, read_jsonl, read_records, write_new_text,
 )
 from skillopt.store.migrate import LOCK_FILE, upgrade, write_meta
 from skillopt.store.schema import (
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound=BaseModel)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+INDEX_NAME = "skillopt.db"  # the runs folder's SQLite index (and its -wal, -shm, -journal files)
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _METRIC_LINE: TypeAdapter[StepMetrics | ConsolidationMetrics] = TypeAdapter(MetricLine)
 
@@ -50,6 +51,8 @@ def check_run_id(run_id: str) -> str:
     if not _RUN_ID.fullmatch(run_id or "") or ".." in run_id:
         raise BadInput(f"bad run id {run_id!r}: use letters, digits, '.', '_' and '-' (no '/', no '..'), "
                        "at most 128 characters")
+    if run_id.lower().startswith(INDEX_NAME):
+        raise BadInput(f"bad run id {run_id!r}: {INDEX_NAME}* names the runs folder's index files; pick another")
     return run_id
 
 
@@ -76,6 +79,7 @@ class RunStore:
         self.writer = GroupedWriter(self.root, self.root / "rollouts.jsonl", durability)
         self._lock_fd: int | None = None
         self._versions: dict[int, SkillVersion] = {}
+        self.unreadable_rollout_lines: list[int] = []  # of rollouts.jsonl, at the last `rollouts()`
         self._load_versions()
 
     def _load_versions(self) -> None:
@@ -87,10 +91,12 @@ class RunStore:
     @classmethod
     def create(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
         """A new, empty run folder; with `lock`, held by this process (see `lock`)."""
-        root = runs_dir / check_run_id(run_id)
-        if root.exists() and any(p.name != LOCK_FILE for p in root.iterdir()):
-            raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
-        root.mkdir(parents=True, exist_ok=True)
+        root = cls.check_new(runs_dir, run_id)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BadInput(f"cannot write the runs folder {runs_dir}: {e.strerror or type(e).__name__}: "
+                           "pick a writable --runs-dir") from None
         store = cls(root)
         if lock:
             store.lock()
@@ -99,6 +105,15 @@ class RunStore:
                 raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
         write_meta(root)
         return store
+
+    @staticmethod
+    def check_new(runs_dir: Path, run_id: str) -> Path:
+        """The folder a new run `run_id` would have; `BadInput` when the id is bad or taken."""
+        root = runs_dir / check_run_id(run_id)
+        if root.exists() and (not root.is_dir() or any(p.name != LOCK_FILE for p in root.iterdir())):
+            raise BadInput(f"run {run_id!r} already exists in {runs_dir}: pick another --run-id or --resume it")
+        check_writable_folder(runs_dir, "runs folder", "--runs-dir")
+        return root
 
     @classmethod
     def open(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
@@ -123,13 +138,27 @@ class RunStore:
         """
         if self._lock_fd is not None:
             return
-        fd, holder = try_lock(self.root / LOCK_FILE)
+        try:
+            fd, holder = try_lock(self.root / LOCK_FILE)
+        except OSError as e:
+            raise BadInput(f"cannot hold run {self.run_id}: its folder {self.root} is not writable "
+                           f"({e.strerror or type(e).__name__}): give skillopt write access to it") from None
         if fd is None:
             raise BadInput(f"run {self.run_id} is in use by process {holder}: wait for it to end (or stop it), "
                            f"then run again") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+        self._remove_stray_temps()
+
+    def _remove_stray_temps(self) -> None:
+        """Temp files of atomic writes a killed process left behind (`.name.XXXX.tmp`): never a record,
+        since the rename is what publishes one. Only the lock holder removes them."""
+        for p in self.root.rglob(".*.tmp"):
+            try:
+                p.unlink()
+            except OSError:
+                pass
 
     def unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
@@ -154,7 +183,15 @@ class RunStore:
 
         path = self.root / "config.yaml"
         try:
-            return StoredConfig.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise BadInput(f"{path} is not valid YAML ({why}): was it edited by hand? fix it or start a new "
+                           "run") from None
+        try:
+            if not isinstance(data, dict):
+                raise BadInput(f"{path} does not hold a mapping of settings: was it edited by hand?")
+            return StoredConfig.model_validate(data)
         except ValidationError as e:
             raise BadInput(f"{path} is not a run configuration skillopt can read ({e.errors()[0]['msg']} at "
                            f"{'.'.join(map(str, e.errors()[0]['loc']))}): was it edited by hand?") from None
@@ -194,8 +231,12 @@ class RunStore:
 
     # rollouts and traces -----------------------------------------------------------------------
     def rollouts(self) -> list[RolloutRecord]:
+        """Every rollout record; `unreadable_rollout_lines` then holds the lines that were skipped."""
         self.writer.flush()  # read our own writes
-        return list(read_records(self.root / "rollouts.jsonl", RolloutRecord))
+        skipped: list[int] = []
+        out = list(read_records(self.root / "rollouts.jsonl", RolloutRecord, skipped))
+        self.unreadable_rollout_lines = skipped
+        return out
 
     def rollout_lines(self) -> int:
         """How many records rollouts.jsonl holds (counted, not parsed)."""
@@ -319,7 +360,13 @@ class RunStore:
 
     def read_state(self) -> RunState | None:
         p = self.root / "state.json"
-        return RunState.model_validate_json(p.read_text(encoding="utf-8")) if p.exists() else None
+        if not p.exists():
+            return None
+        try:
+            return RunState.model_validate_json(p.read_bytes())
+        except ValidationError as e:
+            raise BadInput(f"{p} is damaged ({e.errors()[0]['msg']}): it was cut short or edited; restore it "
+                           "from a backup, or start a new run") from None
 
     def write_summary(self, summary: RunSummary) -> None:
         atomic_write_json(self.root / "summary.json", summary)
