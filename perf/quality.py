@@ -49,6 +49,12 @@ def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
     run = root / "runs" / run_id
     if r.returncode != 0 or not (run / "summary.json").exists():
         return {"benchmark": benchmark, "split_seed": seed, "error": (r.stderr or r.stdout)[-1500:]}
+    return describe_run(run, benchmark, seed, wall)
+
+
+def describe_run(run: Path, benchmark: str, seed: int, wall: float | None) -> dict:
+    """The row of a finished run: seed and best on test, paired, the gate's evidence, the cost."""
+    run_id = run.name
     summary = json.loads((run / "summary.json").read_text())
     rows = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
     seed_sha = summary_sha(run, summary["versions"]["seed"])
@@ -56,7 +62,7 @@ def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
     paired = paired_test_scores(rows, seed_sha, best_sha)
     decisions = summary.get("gate_decisions", 0)
     return {
-        "benchmark": benchmark, "split_seed": seed, "run_id": run_id, "wall_s": round(wall, 1),
+        "benchmark": benchmark, "split_seed": seed, "run_id": run_id, "wall_s": None if wall is None else round(wall, 1),
         "seed_test": summary["scores"]["seed"]["test"], "best_test": summary["scores"]["best"]["test"],
         "test_delta": summary.get("test_delta"), "test_wins": summary.get("test_wins"),
         "test_losses": summary.get("test_losses"), "paired_n": len(paired[0]),

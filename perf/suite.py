@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from perf.common import RESULTS  # noqa: E402
-from perf.quality import run_gepa, run_ours, versus_gepa  # noqa: E402
+from perf.quality import describe_run, run_gepa, run_ours, versus_gepa  # noqa: E402
 
 FAMILIES: dict[str, dict[str, str]] = {
     # reasoning procedure
@@ -154,20 +154,31 @@ def measure(family: str, seed: int, arm: str, root: Path, gepa: bool, accumulate
     row = {"family": family, "kind": FAMILIES[family]["kind"], "arm": arm, **row}
     if "error" in row:
         return row
-    run = work / "runs" / row["run_id"]
-    from skillopt.skill import Skill
-
-    row["accepted_edits"] = accepted_edits(run)
-    row["best_skill_tokens"] = Skill.parse(row["best_skill"]).tokens()
-    row["copied_eval_text"] = copied_eval_text(run, family, seed)
+    row = {**row, **learned(work / "runs" / row["run_id"], family, seed)}
     if accumulate:
         row["epochs"] = 3
-        row["versions_on_test"] = versions_on_test(run, work)
+        row["versions_on_test"] = versions_on_test(work / "runs" / row["run_id"], work)
     if gepa:
         row["gepa"] = run_gepa(family, seed, row["target_calls_before_test"], work)
         if "error" not in row["gepa"]:
             row["gepa"]["ours_minus_gepa"] = versus_gepa(row)
     return row
+
+
+def learned(run: Path, family: str, seed: int) -> dict:
+    """What the run learned: the accepted edits by kind, the best skill's size, copied eval text."""
+    from skillopt.skill import Skill
+
+    return {"accepted_edits": accepted_edits(run), "copied_eval_text": copied_eval_text(run, family, seed),
+            "best_skill_tokens": Skill.parse((run / "best_skill.md").read_text()).tokens()}
+
+
+def record(run: Path, family: str, seed: int, arm: str, at_commit: str) -> dict:
+    """A row for a run made by hand with an arm's exact settings (`skillopt run --preset quick
+    --benchmark F --split-seed S` + the arm's --set), at a recorded commit."""
+    row = describe_run(run, family, seed, None)
+    return {"family": family, "kind": FAMILIES[family]["kind"], "arm": arm, **row, **learned(run, family, seed),
+            "recorded_from": str(run), "commit": at_commit}
 
 
 def main() -> None:
@@ -181,6 +192,9 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="report seeds (100 and up) on a clean, recorded commit")
     ap.add_argument("--out", default=str(RESULTS / "suite.json"))
     ap.add_argument("--work", default=None)
+    ap.add_argument("--record", default=None, metavar="RUN_DIR",
+                    help="add a finished run made by hand with one family, seed and arm's settings (--at COMMIT)")
+    ap.add_argument("--at", default=None, help="with --record: the commit the run was made at")
     args = ap.parse_args()
     families, arms = args.families.split(","), args.arms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -195,6 +209,16 @@ def main() -> None:
     root = Path(args.work or f"/tmp/skillopt-suite-{time.strftime('%Y%m%d-%H%M%S')}")
     out = Path(args.out)
     doc = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    if args.record:
+        if len(families) != 1 or len(seeds) != 1 or len(arms) != 1 or not args.at or args.report:
+            sys.exit("--record takes one family, one development seed, one arm and --at COMMIT")
+        row = record(Path(args.record), families[0], seeds[0], arms[0], args.at)
+        row.update(protocol="development", accumulate=False, clean=True)
+        key = (families[0], seeds[0], arms[0], False)
+        doc["runs"] = [r for r in doc["runs"] if (r["family"], r["split_seed"], r["arm"],
+                                                  r.get("accumulate", False)) != key] + [row]
+        write(out, doc)
+        return
     for family in families:
         for seed in seeds:
             for arm in arms:
