@@ -65,13 +65,15 @@ FAMILIES: dict[str, dict[str, str]] = {
                   "why": "fix a bug in a real package with the chat harness; hidden tests grade the diff"},
 }
 
-# each arm: the settings it changes on top of the quick preset (the method's defaults)
+# each arm: the settings it changes on top of the quick preset. The method is the preset with the rules
+# proposer on (the preset keeps it off until this suite shows it pays); each other arm turns one part off
+METHOD = ["train.rules_per_step=2"]
 ARMS: dict[str, list[str]] = {
-    "ours": [],
-    "template-off": ["train.template=none"],
+    "ours": METHOD,
+    "template-off": [*METHOD, "train.template=none"],
     "no-rules": ["train.rules_per_step=0"],
-    "no-demonstrations": ["train.demonstrations=false"],
-    "no-reflection": ["train.max_reflections_per_step=0"],
+    "no-demonstrations": [*METHOD, "train.demonstrations=false"],
+    "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],
 }
 
 

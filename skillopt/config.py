@@ -164,7 +164,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train": {"epochs": 1, "batch_size": 8, "minibatch_size": 4, "concurrency": 4,
                   "learning_rate": {"initial": 2, "final": 1, "schedule": "constant"},
                   "skill_token_cap": 800, "include_successes": 1, "consolidate": False,
-                  "summary_tokens": 200, "max_reflections_per_step": 2},
+                  "summary_tokens": 200, "max_reflections_per_step": 2,
+                  # rules from the scorer's feedback stay out of the README's main job until the development
+                  # suite shows they pay for their optimizer calls and screens (perf/suite.py turns them on)
+                  "rules_per_step": 0},
         "limits": {"max_tokens": 320, "timeout_s": 300},
         # a CPU serves the optimizer's calls one or two at a time: the wait for a slot counts too
         "models": {"optimizer_max_tokens": 768, "timeout_s": 900},
