@@ -245,7 +245,7 @@ def test_eval_on_the_harvested_set_runs_claude_code_in_the_rebuilt_workspaces(ho
                      "--split", "all", "--harness", "claude-code", "--set", "harness_options.mode=cli",
                      "--target_model", f"anthropic:fake@{srv.base_url}"], cwd=tmp_path, env=cli_env(home))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "hard 1.000, soft 1.000 (n=3" in r.stdout
+    assert "hard 1.000 (n=3), soft 1.000 (" in r.stdout
 
 
 def test_codex_rollouts_of_older_releases_without_the_envelope_are_read(tmp_path):
