@@ -112,6 +112,13 @@ def model_list(target: ModelSpec, env: ProviderEnv) -> tuple[list[dict[str, Any]
     return [{"model_name": name, "litellm_params": params} for name in (target.model, "*")], key
 
 
+def llamacpp_upstream(target: ModelSpec, models: list[dict[str, Any]]) -> str | None:
+    """The llama.cpp server (http://HOST:PORT) behind a `local:` target's model list; None for others."""
+    if target.provider != "local" or not models:
+        return None
+    return str(models[0]["litellm_params"]["api_base"]).removesuffix("/v1")
+
+
 class TokenCapture:
     """The recording proxy of one run; a context manager. See the module docstring.
 
@@ -145,7 +152,10 @@ class TokenCapture:
             return self
         check_capture(self.target)
         models, key = model_list(self.target, self.env)
-        config = {"host": self.host, "model_list": models}
+        config: dict[str, Any] = {"host": self.host, "model_list": models}
+        upstream = llamacpp_upstream(self.target, models)
+        if upstream:  # the embedded llama.cpp server: token ids through the child's TokenShim
+            config["llamacpp"] = upstream
         env = {k: v for k, v in os.environ.items() if k != KEY_VAR}
         if key:
             env[KEY_VAR] = key
@@ -157,7 +167,12 @@ class TokenCapture:
         ready = self._read_ready()
         self.store_url = f"http://{url_host(self.host)}:{ready['store_port']}"
         self.proxy_url = f"http://{url_host(self.host)}:{ready['proxy_port']}"
-        self._tokenizer = export.load_tokenizer(self._tokenizer_arg, self.target.model)
+        tokenizer = self._tokenizer_arg
+        if tokenizer is None and upstream:
+            from skillopt.traces.llamacpp_tokens import LlamaCppTokens
+
+            tokenizer = LlamaCppTokens(upstream)  # the served model's own tokenizer
+        self._tokenizer = export.load_tokenizer(tokenizer, self.target.model)
         return self
 
     def _read_ready(self) -> dict[str, Any]:
