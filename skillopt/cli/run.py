@@ -79,6 +79,8 @@ def run(
     executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
     ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
+    capture_tokens: bool = typer.Option(False, "--capture-tokens", show_default="on for vllm: targets",
+                                        help="Record token ids and logprobs of every call (vllm:, local:, openai-compatible:)."),
 ) -> None:
     from skillopt.api import train
 
@@ -93,7 +95,8 @@ def run(
             schedule=schedule, train_description=train_description, train_size=train_size, val_size=val_size,
             test_size=test_size, split_seed=split_seed, max_cost_usd=max_cost_usd, max_rollouts=max_rollouts,
             max_tokens=max_tokens, harness_mode=harness_mode, sandbox=False if no_sandbox else None,
-            executor=executor or ("ray" if ray_address else None), ray_address=ray_address)
+            executor=executor or ("ray" if ray_address else None), ray_address=ray_address,
+            capture_tokens=True if capture_tokens else None)
     finally:
         view.stop()
     print_summary(result.summary)
@@ -124,6 +127,8 @@ def eval_(
     executor: str = typer.Option(None, "--executor", show_default=shown("executor"), help="Where rollouts run: local (this process) | ray (a Ray cluster)."),
     ray_address: str = typer.Option(None, "--ray-address", show_default=shown("ray_address"),
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
+    capture_tokens: bool = typer.Option(False, "--capture-tokens", show_default="on for vllm: targets",
+                                        help="Record token ids and logprobs of every call (vllm:, local:, openai-compatible:)."),
 ) -> None:
     from skillopt.api import evaluate
 
@@ -133,7 +138,8 @@ def eval_(
                           runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], harness=harness,
                           target_model=target_model, concurrency=concurrency, trials=trials,
                           sandbox=False if no_sandbox else None,
-                          executor=executor or ("ray" if ray_address else None), ray_address=ray_address)
+                          executor=executor or ("ray" if ray_address else None), ray_address=ray_address,
+                          capture_tokens=True if capture_tokens else None)
     finally:
         view.stop()
     trigger = f", skill loaded in {result.trigger.text()}" if result.trigger else ""

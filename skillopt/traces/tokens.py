@@ -86,13 +86,15 @@ def check_capture(target: ModelSpec) -> None:
         raise BadInput(f"token capture for {target} needs the server URL: write {target.provider}:MODEL@http://HOST:PORT/v1")
 
 
-def model_list(target: ModelSpec, env: ProviderEnv) -> tuple[list[dict[str, Any]], str | None]:
-    """LiteLLM's model list for the proxy (every model name routes to the target) and the backend key."""
+def model_list(target: ModelSpec, env: ProviderEnv,
+               reply_tokens: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """LiteLLM's model list for the proxy (every model name routes to the target) and the backend key.
+    `reply_tokens`: a local target's server, started here, caps replies of requests that set none."""
     base, key = target.base_url, None
     if target.provider == "local":
         from skillopt.models.local import ensure_server  # lazy: only for local targets
 
-        base = ensure_server(target.model).base_url + "/v1"
+        base = ensure_server(target.model, reply_tokens=reply_tokens).base_url + "/v1"
     params: dict[str, Any] = {"model": f"{_PREFIX[target.provider]}/{target.model}"}
     if target.provider in ("vllm", "openai-compatible", "local"):
         key = env.vllm_api_key if target.provider == "vllm" else None
@@ -127,13 +129,17 @@ class TokenCapture:
     and returns its proxy URL, ending in `/v1`; calling it again for the same key starts over.
     `collect(...)` never raises for a rollout's missing data: it returns a `CaptureResult`.
     `tokenizer` (anything with `decode(ids)`, or a name / path that transformers finds locally)
-    adds a decoded `prompt` column; without one the column is absent.
+    adds a decoded `prompt` column; without one the column is absent. A `local:` target's ids come
+    from its llama.cpp server through `TokenShim` (skillopt.traces.llamacpp_tokens), whose
+    tokenizer also decodes the `prompt` column; `reply_tokens` is the reply cap that server applies
+    to requests that set none (Codex's), as the harness would have started it.
     """
 
     def __init__(self, target: ModelSpec, out_dir: Path, *, env: ProviderEnv | None = None,
                  host: str = HOST, repo: str = "", tokenizer: Any = None, log_path: Path | None = None,
-                 startup_timeout_s: float = 180.0, settle_timeout_s: float = 20.0):
+                 startup_timeout_s: float = 180.0, settle_timeout_s: float = 20.0, reply_tokens: int | None = None):
         self.target, self.out_dir, self.env, self.host = target, out_dir, env or ProviderEnv(), host
+        self.reply_tokens = reply_tokens
         self.repo = repo
         self.log_path = log_path or out_dir / "proxy.log"
         self.startup_timeout_s, self.settle_timeout_s = startup_timeout_s, settle_timeout_s
@@ -151,7 +157,7 @@ class TokenCapture:
         if self._proc is not None:
             return self
         check_capture(self.target)
-        models, key = model_list(self.target, self.env)
+        models, key = model_list(self.target, self.env, self.reply_tokens)
         config: dict[str, Any] = {"host": self.host, "model_list": models}
         upstream = llamacpp_upstream(self.target, models)
         if upstream:  # the embedded llama.cpp server: token ids through the child's TokenShim
