@@ -68,3 +68,53 @@ def test_chat_turns_on_the_local_model_are_captured_with_the_models_own_ids(tmp_
     found = [x for row in rows for x in token_checks.recompute_logprobs(row, tok, sample=4)]
     assert len(found) >= 6
     assert token_checks.logprob_mismatches(found, 1e-3) == [], found  # the same server, asked again
+
+
+def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_trl_data(tmp_path):
+    """Codex (the real binary) against the embedded model, `--capture-tokens`: every model call of the
+    rollout is a row whose ids decode to what Codex got; `traces export --format hf` reads back with
+    `datasets` in the columns TRL's SFTTrainer (1.16) takes from a pre-tokenized dataset."""
+    pytest.importorskip("openai_codex")
+    import datasets
+
+    data = write_jsonl(tmp_path / "files.jsonl", [
+        {"id": "files", "question": "How many files are in the current folder? Run ls, then answer with the number.",
+         "answer": "1"}])
+    skill = tmp_path / "SKILL.md"
+    skill.write_text("---\nname: counting\ndescription: Use this skill to count files.\n---\n"
+                     "# Counting\nRun `ls` in the shell first, then answer with the number.\n")
+    env = cli_env(tmp_path)
+    r = run_cli(["eval", "--skill", str(skill), "--benchmark", str(data), "--split", "all", "--harness", "codex",
+                 "--target-model", f"local:{SMOL}", "--capture-tokens", "--concurrency", "1",
+                 "--set", "run_id=tok", "--set", "harness_options.mode=cli",
+                 "--set", "harness_options.max_output_tokens=48", "--set", "limits.timeout_s=150"],
+                tmp_path, env, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "runs" / "tok"
+    (rollout,) = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert not rollout["error"], rollout["error"]
+    events = [json.loads(x) for x in (run / rollout["trace_file"]).read_text().splitlines()]
+    calls = sum(e.get("turns") or 0 for e in events if e["type"] == "usage")
+    replies = [e["text"] for e in events if e["type"] == "message" and e["role"] == "assistant" and e["text"]]
+
+    out = tmp_path / "export"
+    r = run_cli(["traces", "export", "tok", "--format", "hf", "--out", str(out)], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = datasets.load_from_disk(str(out))
+    rows = loaded.to_list()
+    assert len(rows) == calls >= 1, (len(rows), calls)  # every model call of the rollout, in turn order
+    assert [row["turn"] for row in rows] == list(range(len(rows)))
+    check = token_checks.check_rows(rows, server())
+    assert check.decode_mismatches == 0 and check.bad_logprobs == 0, check.as_dict()
+    decoded = {server().decode(row["gold_completion_ids"]) for row in rows}
+    assert all(any(d == text or d.startswith(text) for d in decoded) for text in replies), (replies, decoded)
+    # TRL 1.16 SFTTrainer, pre-tokenized path: `input_ids` marks the data processed; `completion_mask`
+    # (with completion_only_loss) becomes the labels; no `labels` column of our own to override that
+    assert "input_ids" in loaded.column_names and "labels" not in loaded.column_names
+    assert loaded.features["input_ids"].feature.dtype == loaded.features["completion_mask"].feature.dtype == "int64"
+    for row in rows:
+        assert len(row["completion_mask"]) == len(row["input_ids"]) == len(row["prompt_ids"]) + len(row["gold_completion_ids"])
+        assert sum(row["completion_mask"]) == len(row["gold_completion_ids"]) == len(row["logprobs"])
+        assert row["reward"] == rollout["soft"]
+    print(f"codex on {SMOL}: {len(rows)} model calls captured, {check.decode_mismatches} decode mismatches, "
+          f"{check.chain_breaks} of {check.turns_after_first} later turns not extending the previous one")

@@ -1,7 +1,9 @@
 """Token capture: every LLM call of a rollout, with prompt / response token ids and logprobs.
 
-When the target is served by vLLM (`vllm:<model>@<url>`, or on request any OpenAI-compatible
-server that returns token ids), a run starts one recording proxy: agentlightning's `LLMProxy`
+When the target is served by vLLM (`vllm:<model>@<url>`), or on request (`--capture-tokens`) by
+the embedded llama.cpp server (`local:<name>`, its ids made vLLM-shaped by `TokenShim`, see
+skillopt.traces.llamacpp_tokens) or any OpenAI-compatible server that returns token ids, a run
+starts one recording proxy: agentlightning's `LLMProxy`
 (LiteLLM) in front of the target, writing OpenTelemetry spans into a `LightningStoreServer`.
 Each rollout gets its own proxy URL (`<proxy>/rollout/<id>/attempt/<id>/v1`), which the harness
 uses instead of the target's own base URL; after the rollout, `collect` reads that rollout's spans
