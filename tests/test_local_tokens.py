@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from skillopt.models.spec import parse_model_spec
-from skillopt.traces import token_checks
+from skillopt.traces import export, token_checks
 from skillopt.traces.export import read_dataset
 from skillopt.traces.llamacpp_tokens import LlamaCppTokens
 from skillopt.traces.tokens import TokenCapture
@@ -94,17 +94,20 @@ def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_tr
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "tok"
     (rollout,) = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
-    assert not rollout["error"], rollout["error"]
+    # a 135M model may ramble past the output cap, which Codex reports as the rollout's error: the
+    # rollout still reached the model, and its calls are data all the same
+    assert not rollout["error"] or "max_output_tokens" in rollout["error"], rollout["error"]
     events = [json.loads(x) for x in (run / rollout["trace_file"]).read_text().splitlines()]
-    calls = sum(e.get("turns") or 0 for e in events if e["type"] == "usage")
     replies = [e["text"] for e in events if e["type"] == "message" and e["role"] == "assistant" and e["text"]]
+    spans = [json.loads(x) for x in (run / "tokens" / "stream_files.jsonl").read_text().splitlines()]
+    answered = {c.response_id for c in map(export.read_call, spans) if c is not None}  # what the proxy recorded
 
     out = tmp_path / "export"
     r = run_cli(["traces", "export", "tok", "--format", "hf", "--out", str(out)], tmp_path, env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     loaded = datasets.load_from_disk(str(out))
     rows = loaded.to_list()
-    assert len(rows) == calls >= 1, (len(rows), calls)  # every model call of the rollout, in turn order
+    assert len(rows) == len(answered) >= 1, (len(rows), answered)  # every model call of the rollout, in order
     assert [row["turn"] for row in rows] == list(range(len(rows)))
     check = token_checks.check_rows(rows, server())
     assert check.decode_mismatches == 0 and check.bad_logprobs == 0, check.as_dict()
@@ -119,4 +122,5 @@ def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_tr
         assert sum(row["completion_mask"]) == len(row["gold_completion_ids"]) == len(row["logprobs"])
         assert row["reward"] == rollout["soft"]
     print(f"codex on {SMOL}: {len(rows)} model calls captured, {check.decode_mismatches} decode mismatches, "
-          f"{check.chain_breaks} of {check.turns_after_first} later turns not extending the previous one")
+          f"{check.chain_breaks} of {check.turns_after_first} later turns not extending the previous one, "
+          f"rollout error: {rollout['error']}")
