@@ -56,7 +56,6 @@ from skillopt.traces import export
 from skillopt.traces.capture_proxy import HOST, url_host
 from skillopt.traces.dataset_append import append_dataset
 
-LOCAL_TIMEOUT_S = 7200  # a local target's calls through the proxy: the rollout's own time limit ends them first
 KEY_VAR = "SKILLOPT_CAPTURE_API_KEY"  # the backend key reaches the child by environment, never a file
 _PREFIX = {"vllm": "hosted_vllm", "openai-compatible": "hosted_vllm", "local": "hosted_vllm",
            "openai": "openai", "azure": "azure", "anthropic": "anthropic"}
@@ -104,8 +103,6 @@ def model_list(target: ModelSpec, env: ProviderEnv,
         # Codex's /responses: through chat completions, where vLLM returns token ids.
         params["use_chat_completions_api"] = True
         params["allowed_openai_params"] = ["return_token_ids"]  # else the bridge drops it
-        if target.provider == "local":  # a CPU may read a long prompt for minutes (LiteLLM gives up at 600 s)
-            params["timeout"] = LOCAL_TIMEOUT_S
     elif target.provider == "openai":
         key, base = env.openai_api_key, base or env.openai_base_url
     elif target.provider == "azure":
