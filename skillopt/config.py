@@ -134,6 +134,7 @@ class RunConfig(_Frozen):
     harness_options: dict[str, Any] = Field(default_factory=dict)
     benchmark_options: dict[str, Any] = Field(default_factory=dict)
     sandbox: bool = True  # agents (and tests of their code) run in bubblewrap; False: --no-sandbox
+    capture_tokens: bool = False  # token-level data of every call (vllm: targets always; local: and openai-compatible: on request)
     executor: ExecutorConfig = ExecutorConfig()  # where rollouts run: local or a Ray cluster
     # what makes two rollouts the same, the resume fingerprint: skillopt.engine.settings
 
@@ -391,7 +392,7 @@ FLAG_SETTINGS: dict[str, str] = {
     "schedule": "train.learning_rate.schedule", "train_description": "train.description",
     "train_size": "splits.train", "val_size": "splits.val", "test_size": "splits.test", "split_seed": "splits.seed",
     "max_cost_usd": "budget.max_cost_usd", "max_rollouts": "budget.max_rollouts", "max_tokens": "budget.max_tokens",
-    "harness_mode": "harness_options.mode", "sandbox": "sandbox",
+    "harness_mode": "harness_options.mode", "sandbox": "sandbox", "capture_tokens": "capture_tokens",
     "executor": "executor.kind", "ray_address": "executor.address",
 }
 

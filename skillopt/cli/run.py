@@ -82,6 +82,8 @@ def run(
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
     progress: str = typer.Option("auto", "--progress", help="plain (log lines: a line per phase and every tenth of it "
                                  "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
+    capture_tokens: bool = typer.Option(False, "--capture-tokens", show_default="on for vllm: targets",
+                                        help="Record token ids and logprobs of every call (vllm:, local:, openai-compatible:)."),
 ) -> None:
     from skillopt.api import train
 
@@ -96,7 +98,8 @@ def run(
             schedule=schedule, train_description=train_description, train_size=train_size, val_size=val_size,
             test_size=test_size, split_seed=split_seed, max_cost_usd=max_cost_usd, max_rollouts=max_rollouts,
             max_tokens=max_tokens, harness_mode=harness_mode, sandbox=False if no_sandbox else None,
-            executor=executor or ("ray" if ray_address else None), ray_address=ray_address)
+            executor=executor or ("ray" if ray_address else None), ray_address=ray_address,
+            capture_tokens=True if capture_tokens else None)
     finally:
         view.stop()
     print_summary(result.summary)
@@ -129,6 +132,8 @@ def eval_(
                                     help="The Ray cluster: auto (default) | HOST:PORT | ray://HOST:10001."),
     progress: str = typer.Option("auto", "--progress", help="plain (log lines: a line per phase and every tenth of it "
                                  "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
+    capture_tokens: bool = typer.Option(False, "--capture-tokens", show_default="on for vllm: targets",
+                                        help="Record token ids and logprobs of every call (vllm:, local:, openai-compatible:)."),
 ) -> None:
     from skillopt.api import evaluate
 
@@ -138,7 +143,8 @@ def eval_(
                           runs_dir=Globals.runs_dir, env=load_env(), listeners=[view], harness=harness,
                           target_model=target_model, concurrency=concurrency, trials=trials,
                           sandbox=False if no_sandbox else None,
-                          executor=executor or ("ray" if ray_address else None), ray_address=ray_address)
+                          executor=executor or ("ray" if ray_address else None), ray_address=ray_address,
+                          capture_tokens=True if capture_tokens else None)
     finally:
         view.stop()
     trigger = f", skill loaded in {result.trigger.text()}" if result.trigger else ""

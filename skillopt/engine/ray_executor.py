@@ -158,7 +158,7 @@ class RayExecutor:
                            f"({_fmt(self.need)}): start workers with those resources (ray start --num-cpus N "
                            f"--resources '{{\"docker\": 8}}') or ask for less (--set executor.num_cpus=...)")
         check_reachable(self.target, self.env, {n["NodeManagerAddress"] for n in nodes}, self.callback_host,
-                        self.target.captures_tokens, self.address.startswith("ray://"))
+                        self.target.captures_tokens or self.cfg.capture_tokens, self.address.startswith("ray://"))
         self._data_ref = ray.put(self._data) if self._data is not None else None
         if self.target.provider == "local":
             self._node_models(ray, usable)

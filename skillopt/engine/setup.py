@@ -49,7 +49,7 @@ def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True)
     target = parse_model_spec(cfg.target_model)
     check_compatible(cfg.harness, target)
     check_credentials(target, env)
-    if target.captures_tokens:
+    if captures_tokens(cfg, target):
         from skillopt.traces.tokens import check_capture
 
         check_capture(target)
@@ -239,16 +239,32 @@ def open_executor(cfg: RunConfig, parts: Parts, benchmark: Benchmark, run_id: st
         yield executor
 
 
+def captures_tokens(cfg: RunConfig, target: ModelSpec) -> bool:
+    """Whether a run records token-level data: always for `vllm:` targets, on `--capture-tokens` for
+    targets that can return token ids (`local:`, the embedded llama.cpp server; `openai-compatible:`);
+    asked of any other target, a `BadInput`."""
+    if cfg.capture_tokens and not target.captures_tokens and target.provider not in ("local", "openai-compatible"):
+        raise BadInput(f"--capture-tokens needs a target that returns token ids (vllm:, local: or "
+                       f"openai-compatible:), not {target.provider}: drop the flag or change --target-model")
+    if cfg.capture_tokens and target.provider == "local" and cfg.executor.kind != "local":
+        raise BadInput("--capture-tokens with a local: target runs with --executor local only (each Ray node "
+                       "serves its own model, and the recording proxy runs in this process)")
+    return target.captures_tokens or cfg.capture_tokens
+
+
 @contextmanager
 def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: RunConfig, emit: Emitter,
                   host: str = "127.0.0.1"):
-    """For vLLM targets: the recording proxy for the whole run (token ids + logprobs per call), on
-    `host`: where the rollouts reach this process (a Ray cluster's nodes: the driver node's address)."""
-    if not target.captures_tokens:
+    """For vLLM targets and `--capture-tokens`: the recording proxy for the whole run (token ids +
+    logprobs per call), on `host`: where the rollouts reach this process (a Ray cluster's nodes: the
+    driver node's address)."""
+    if not captures_tokens(cfg, target):
         yield None
         return
     from skillopt.traces.tokens import TokenCapture
 
-    emit(Note("starting token capture (recording proxy for the vLLM target)"))
-    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark, host=host) as capture:
+    emit(Note(f"starting token capture (recording proxy for the {target.provider} target)"))
+    reply = cfg.harness_options.get("max_output_tokens")  # a local server started here caps agents' replies
+    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark, host=host,
+                      reply_tokens=reply if isinstance(reply, int) else None) as capture:
         yield capture

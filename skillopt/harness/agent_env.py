@@ -115,7 +115,8 @@ def endpoint(target: ModelSpec, env: ProviderEnv, api: Literal["messages", "resp
     if target.provider == "local":
         from skillopt.models.local import ensure_server  # lazy: only for local targets
 
-        base = ensure_server(target.model, reply_tokens=reply_tokens).base_url
+        # its own server, or (token capture) the recording proxy in front of it
+        base = base or ensure_server(target.model, reply_tokens=reply_tokens).base_url
     if api == "messages":
         if target.provider == "anthropic":
             url = base or env.anthropic_base_url

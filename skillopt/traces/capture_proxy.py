@@ -244,6 +244,10 @@ def serve(config: dict[str, Any]) -> None:
             InMemoryLightningStore(thread_safe=True, eviction_memory_threshold=SPAN_MEMORY_BYTES),
             host=host, port=store_port)
         await store.start()
+        shim = await _start_shim(config["llamacpp"]) if config.get("llamacpp") else None
+        if shim is not None:  # LiteLLM asks the shim, which asks llama.cpp and adds the token ids
+            for model in config["model_list"]:
+                model["litellm_params"]["api_base"] = f"http://{HOST}:{shim.config.port}/v1"
         proxy = LLMProxy(
             port=proxy_port, host=host, store=store, model_list=config["model_list"], launch_mode="mp",
             litellm_config={"general_settings": {"dangerously_permit_weak_or_unset_master_key": True}},
@@ -255,8 +259,25 @@ def serve(config: dict[str, Any]) -> None:
         await asyncio.to_thread(_wait_for_parent)
         await proxy.stop()
         await store.stop()
+        if shim is not None:
+            shim.should_exit = True
 
     asyncio.run(run())
+
+
+async def _start_shim(upstream: str) -> Any:
+    """`TokenShim` in front of the llama.cpp server at `upstream`, on 127.0.0.1 (only LiteLLM, in
+    this child, dials it); returns the running uvicorn server."""
+    import uvicorn
+
+    from skillopt.traces.llamacpp_tokens import TokenShim
+
+    server = uvicorn.Server(uvicorn.Config(TokenShim(upstream), host=HOST, port=_free_port(HOST),
+                                           log_level="warning", lifespan="off"))
+    asyncio.get_running_loop().create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.05)
+    return server
 
 
 def _wait_for_parent() -> None:

@@ -5,11 +5,18 @@ A row is one LLM call of a rollout, in turn order: `repo`, `instance_id`, `turn`
 (decoded, only when a tokenizer is at hand), `messages` (the request's messages and the reply, a
 JSON string), `tools` (the tools offered, a JSON string, "" when none), `completion` (the reply's
 text), and what export filters need: `rollout_key`, `version`, `resolved`, `trial`, `split`,
-`model`, `response_id`.
+`model`, `response_id`; and how the turn's prompt continues the previous turn (a multi-turn
+rollout is one token sequence only where the chat template allows it): `shared_prefix`, the number of
+leading prompt ids equal to the previous turn's prompt + completion ids, and `extends_previous`,
+whether that is all of them (always true on turn 0). A turn that does not extend the previous one
+(the template re-renders or drops earlier text, the reply's text re-tokenizes differently, a side
+call) is a new sequence for a trainer that concatenates turns.
 
 Token ids are read from the proxy's `raw_gen_ai_request` spans (LiteLLM records the server's
 request and answer there, `llm.<provider>.prompt_token_ids` and `llm.<provider>.choices`), the
 same source as agentlightning's `LlmProxyTraceToTriplet`, with logprobs and messages added.
+An export (`export_runs`, `skillopt traces export`) adds `input_ids` and `completion_mask`, the
+columns TRL's SFTTrainer reads from a pre-tokenized dataset (`trainer_columns`).
 `datasets` is imported only when a dataset is written or read.
 """
 
@@ -141,20 +148,32 @@ def rows_from_spans(spans: Sequence[dict[str, Any]], meta: RowMeta,
     if not with_ids:
         return [], (f"the server returned no token ids for the {len(calls)} LLM call(s) of this rollout "
                     f"(vLLM >= 0.10.2 returns prompt_token_ids and token_ids; this backend does not)")
-    rows = []
+    rows, before = [], None
     for turn, call in enumerate(with_ids):
         reply = no_nones(call.reply)
+        shared = shared_prefix(call.prompt_ids, before) if before is not None else 0
         row = {"repo": meta.repo, "instance_id": meta.instance_id, "turn": turn, "prompt_ids": call.prompt_ids,
                "gold_completion_ids": call.completion_ids, "logprobs": call.logprobs, "reward": float(meta.reward),
                "messages": json.dumps(no_nones(call.messages) + ([reply] if reply else []), ensure_ascii=False),
                "tools": json.dumps(no_nones(call.tools), ensure_ascii=False) if call.tools else "",
                "completion": _text(reply.get("content")), "rollout_key": meta.rollout_key,
                "version": meta.version, "resolved": bool(meta.resolved), "trial": meta.trial,
-               "split": meta.split or "", "model": meta.model, "response_id": call.response_id or ""}
+               "split": meta.split or "", "model": meta.model, "response_id": call.response_id or "",
+               "extends_previous": before is None or shared == len(before), "shared_prefix": shared}
         if tokenizer is not None:
             row["prompt"] = _decode(tokenizer, call.prompt_ids)
         rows.append(row)
+        before = call.prompt_ids + call.completion_ids
     return rows, None
+
+
+def shared_prefix(ids: list[int], before: list[int]) -> int:
+    """How many leading ids `ids` shares with `before` (the previous turn's prompt + completion)."""
+    n = min(len(ids), len(before))
+    for i in range(n):
+        if ids[i] != before[i]:
+            return i
+    return n
 
 
 def _text(content: Any) -> str:
@@ -208,13 +227,14 @@ def _datasets():
 def _features(rows: list[dict[str, Any]]):
     ds = _datasets()
     ints, floats = ds.Sequence(ds.Value("int64")), ds.Sequence(ds.Value("float64"))
-    kinds = {"turn": "int64", "reward": "float64", "version": "int64", "resolved": "bool", "trial": "int64"}
+    kinds = {"turn": "int64", "reward": "float64", "version": "int64", "resolved": "bool", "trial": "int64",
+             "extends_previous": "bool", "shared_prefix": "int64"}
     columns: dict[str, None] = {}
     for row in rows:
         columns.update(dict.fromkeys(row))
     feats = {}
     for col in columns:
-        if col in ("prompt_ids", "gold_completion_ids"):
+        if col in ("prompt_ids", "gold_completion_ids", "input_ids", "completion_mask"):
             feats[col] = ints
         elif col == "logprobs":
             feats[col] = floats
@@ -289,6 +309,14 @@ def run_rows(run_root: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def trainer_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` plus what TRL's SFTTrainer (1.16) reads from a pre-tokenized dataset: `input_ids` (the
+    prompt then the completion ids) and `completion_mask` (1 on the completion's ids), so its loss
+    falls on what the model wrote (`completion_only_loss`)."""
+    prompt, completion = list(row.get("prompt_ids") or []), list(row.get("gold_completion_ids") or [])
+    return {**row, "input_ids": prompt + completion, "completion_mask": [0] * len(prompt) + [1] * len(completion)}
+
+
 def export_runs(run_roots: Sequence[Path], out: Path, fmt: str = "hf",
                 flt: ExportFilter | None = None) -> ExportResult:
     """Merge the per-instance datasets of runs into one dataset at `out` (hf folder, or a file)."""
@@ -305,7 +333,7 @@ def export_runs(run_roots: Sequence[Path], out: Path, fmt: str = "hf",
         why = "no run has token datasets (tokens/dataset-*/, written for vllm: targets)" if len(skipped) == len(run_roots) \
             else "no row passes the filters"
         raise BadInput(f"nothing to export from {', '.join(r.name for r in run_roots)}: {why}")
-    dataset = make_dataset(rows)
+    dataset = make_dataset([trainer_columns(r) for r in rows])
     path = out if fmt == "hf" else out / f"data.{fmt}"
     if fmt == "hf":
         save_dataset(dataset, out)

@@ -1,7 +1,9 @@
 """Token capture: every LLM call of a rollout, with prompt / response token ids and logprobs.
 
-When the target is served by vLLM (`vllm:<model>@<url>`, or on request any OpenAI-compatible
-server that returns token ids), a run starts one recording proxy: agentlightning's `LLMProxy`
+When the target is served by vLLM (`vllm:<model>@<url>`), or on request (`--capture-tokens`) by
+the embedded llama.cpp server (`local:<name>`, its ids made vLLM-shaped by `TokenShim`, see
+skillopt.traces.llamacpp_tokens) or any OpenAI-compatible server that returns token ids, a run
+starts one recording proxy: agentlightning's `LLMProxy`
 (LiteLLM) in front of the target, writing OpenTelemetry spans into a `LightningStoreServer`.
 Each rollout gets its own proxy URL (`<proxy>/rollout/<id>/attempt/<id>/v1`), which the harness
 uses instead of the target's own base URL; after the rollout, `collect` reads that rollout's spans
@@ -86,13 +88,15 @@ def check_capture(target: ModelSpec) -> None:
         raise BadInput(f"token capture for {target} needs the server URL: write {target.provider}:MODEL@http://HOST:PORT/v1")
 
 
-def model_list(target: ModelSpec, env: ProviderEnv) -> tuple[list[dict[str, Any]], str | None]:
-    """LiteLLM's model list for the proxy (every model name routes to the target) and the backend key."""
+def model_list(target: ModelSpec, env: ProviderEnv,
+               reply_tokens: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """LiteLLM's model list for the proxy (every model name routes to the target) and the backend key.
+    `reply_tokens`: a local target's server, started here, caps replies of requests that set none."""
     base, key = target.base_url, None
     if target.provider == "local":
         from skillopt.models.local import ensure_server  # lazy: only for local targets
 
-        base = ensure_server(target.model).base_url + "/v1"
+        base = ensure_server(target.model, reply_tokens=reply_tokens).base_url + "/v1"
     params: dict[str, Any] = {"model": f"{_PREFIX[target.provider]}/{target.model}"}
     if target.provider in ("vllm", "openai-compatible", "local"):
         key = env.vllm_api_key if target.provider == "vllm" else None
@@ -112,6 +116,13 @@ def model_list(target: ModelSpec, env: ProviderEnv) -> tuple[list[dict[str, Any]
     return [{"model_name": name, "litellm_params": params} for name in (target.model, "*")], key
 
 
+def llamacpp_upstream(target: ModelSpec, models: list[dict[str, Any]]) -> str | None:
+    """The llama.cpp server (http://HOST:PORT) behind a `local:` target's model list; None for others."""
+    if target.provider != "local" or not models:
+        return None
+    return str(models[0]["litellm_params"]["api_base"]).removesuffix("/v1")
+
+
 class TokenCapture:
     """The recording proxy of one run; a context manager. See the module docstring.
 
@@ -120,13 +131,17 @@ class TokenCapture:
     and returns its proxy URL, ending in `/v1`; calling it again for the same key starts over.
     `collect(...)` never raises for a rollout's missing data: it returns a `CaptureResult`.
     `tokenizer` (anything with `decode(ids)`, or a name / path that transformers finds locally)
-    adds a decoded `prompt` column; without one the column is absent.
+    adds a decoded `prompt` column; without one the column is absent. A `local:` target's ids come
+    from its llama.cpp server through `TokenShim` (skillopt.traces.llamacpp_tokens), whose
+    tokenizer also decodes the `prompt` column; `reply_tokens` is the reply cap that server applies
+    to requests that set none (Codex's), as the harness would have started it.
     """
 
     def __init__(self, target: ModelSpec, out_dir: Path, *, env: ProviderEnv | None = None,
                  host: str = HOST, repo: str = "", tokenizer: Any = None, log_path: Path | None = None,
-                 startup_timeout_s: float = 180.0, settle_timeout_s: float = 20.0):
+                 startup_timeout_s: float = 180.0, settle_timeout_s: float = 20.0, reply_tokens: int | None = None):
         self.target, self.out_dir, self.env, self.host = target, out_dir, env or ProviderEnv(), host
+        self.reply_tokens = reply_tokens
         self.repo = repo
         self.log_path = log_path or out_dir / "proxy.log"
         self.startup_timeout_s, self.settle_timeout_s = startup_timeout_s, settle_timeout_s
@@ -144,8 +159,11 @@ class TokenCapture:
         if self._proc is not None:
             return self
         check_capture(self.target)
-        models, key = model_list(self.target, self.env)
-        config = {"host": self.host, "model_list": models}
+        models, key = model_list(self.target, self.env, self.reply_tokens)
+        config: dict[str, Any] = {"host": self.host, "model_list": models}
+        upstream = llamacpp_upstream(self.target, models)
+        if upstream:  # the embedded llama.cpp server: token ids through the child's TokenShim
+            config["llamacpp"] = upstream
         env = {k: v for k, v in os.environ.items() if k != KEY_VAR}
         if key:
             env[KEY_VAR] = key
@@ -157,7 +175,12 @@ class TokenCapture:
         ready = self._read_ready()
         self.store_url = f"http://{url_host(self.host)}:{ready['store_port']}"
         self.proxy_url = f"http://{url_host(self.host)}:{ready['proxy_port']}"
-        self._tokenizer = export.load_tokenizer(self._tokenizer_arg, self.target.model)
+        tokenizer = self._tokenizer_arg
+        if tokenizer is None and upstream:
+            from skillopt.traces.llamacpp_tokens import LlamaCppTokens
+
+            tokenizer = LlamaCppTokens(upstream)  # the served model's own tokenizer
+        self._tokenizer = export.load_tokenizer(tokenizer, self.target.model)
         return self
 
     def _read_ready(self) -> dict[str, Any]:

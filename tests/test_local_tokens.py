@@ -1,0 +1,126 @@
+"""Token-level data from a real model: the embedded llama.cpp server (local:smollm2-135m) behind the
+real recording proxy, no fake server in the loop. The ids in the datasets are checked against the
+model's own tokenizer and chat template (skillopt.traces.token_checks): they decode to what the
+client saw, each turn's prompt extends the previous turn's ids, and the logprobs are what the server
+gives when asked again. Then a Codex rollout captured end to end, exported with `skillopt traces
+export --format hf` and read back with `datasets` in the columns TRL's SFTTrainer (1.16) reads.
+
+Slow: a real model, the proxy (about 20 s to start) and, for Codex, the real binary."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+
+import httpx
+import pytest
+
+from skillopt.models.spec import parse_model_spec
+from skillopt.traces import export, token_checks
+from skillopt.traces.export import read_dataset
+from skillopt.traces.llamacpp_tokens import LlamaCppTokens
+from skillopt.traces.tokens import TokenCapture
+from tests.helpers import cli_env, run_cli, write_jsonl
+
+pytest.importorskip("xllamacpp", reason="the 'local' extra is not installed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("agentlightning") is None or importlib.util.find_spec("datasets") is None,
+                       reason='token capture needs pip install "skillopt[vllm]"'),
+]
+
+SMOL = "smollm2-135m"
+
+
+def server() -> LlamaCppTokens:
+    from skillopt.models.local import ensure_server
+
+    return LlamaCppTokens(ensure_server(SMOL).base_url)
+
+
+def test_chat_turns_on_the_local_model_are_captured_with_the_models_own_ids(tmp_path):
+    messages = [{"role": "system", "content": "You answer in one short sentence."},
+                {"role": "user", "content": "Name a colour of the sky."}]
+    seen, sent = [], []
+    with TokenCapture(parse_model_spec(f"local:{SMOL}"), tmp_path / "tokens") as capture:
+        url = capture.base_url_for("k1")
+        for turn in range(3):
+            sent.append(list(messages))
+            r = httpx.post(f"{url}/chat/completions", timeout=300, json={
+                "model": SMOL, "messages": messages, "max_tokens": 24, "temperature": 0, "seed": 0})
+            assert r.status_code == 200, r.text
+            answer = r.json()
+            seen.append(answer["choices"][0]["message"]["content"])
+            messages += [{"role": "assistant", "content": seen[-1]}, {"role": "user", "content": f"And colour {turn + 2}?"}]
+        result = asyncio.run(capture.collect("k1", "sky", reward=1.0, version=0))
+    assert result.rows == 3, result
+    rows = read_dataset(result.dataset_path)
+    tok = server()
+    assert [r["completion"] for r in rows] == seen
+    check = token_checks.check_rows(rows, tok)
+    assert check.ok and check.decode_mismatches == 0, check.as_dict()
+    assert (check.turns_after_first, check.chain_breaks) == (2, 0)  # ChatML: every turn extends the one before
+    for row, asked in zip(rows, sent):
+        template = httpx.post(f"{tok.base_url}/apply-template", json={"messages": asked}, timeout=60).json()["prompt"]
+        assert tok.decode(row["prompt_ids"]) == row["prompt"] == template  # the model's own chat template
+        assert tok.encode(template) == row["prompt_ids"]
+    found = [x for row in rows for x in token_checks.recompute_logprobs(row, tok, sample=4)]
+    assert len(found) >= 6
+    assert token_checks.logprob_mismatches(found, 1e-3) == [], found  # the same server, asked again
+
+
+def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_trl_data(tmp_path):
+    """Codex (the real binary) against the embedded model, `--capture-tokens`: every model call of the
+    rollout is a row whose ids decode to what Codex got; `traces export --format hf` reads back with
+    `datasets` in the columns TRL's SFTTrainer (1.16) takes from a pre-tokenized dataset."""
+    pytest.importorskip("openai_codex")
+    import datasets
+
+    data = write_jsonl(tmp_path / "files.jsonl", [
+        {"id": "files", "question": "How many files are in the current folder? Run ls, then answer with the number.",
+         "answer": "1"}])
+    skill = tmp_path / "SKILL.md"
+    skill.write_text("---\nname: counting\ndescription: Use this skill to count files.\n---\n"
+                     "# Counting\nRun `ls` in the shell first, then answer with the number.\n")
+    env = cli_env(tmp_path)
+    r = run_cli(["eval", "--skill", str(skill), "--benchmark", str(data), "--split", "all", "--harness", "codex",
+                 "--target-model", f"local:{SMOL}", "--capture-tokens", "--concurrency", "1",
+                 "--set", "run_id=tok", "--set", "harness_options.mode=cli",
+                 "--set", "harness_options.max_output_tokens=48", "--set", "limits.timeout_s=600",
+                 # the proxy answers a stream once the reply is whole: Codex waits out the first prompt
+                 "--set", "harness_options.stream_idle_timeout_s=600"],
+                tmp_path, env, timeout=900)  # about a minute on an idle machine; 4-6 on a loaded one
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "runs" / "tok"
+    (rollout,) = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
+    # a 135M model may ramble past the output cap, which Codex reports as the rollout's error: the
+    # rollout still reached the model, and its calls are data all the same
+    assert not rollout["error"] or "max_output_tokens" in rollout["error"], rollout["error"]
+    events = [json.loads(x) for x in (run / rollout["trace_file"]).read_text().splitlines()]
+    replies = [e["text"] for e in events if e["type"] == "message" and e["role"] == "assistant" and e["text"]]
+    spans = [json.loads(x) for x in (run / "tokens" / "stream_files.jsonl").read_text().splitlines()]
+    answered = {c.response_id for c in map(export.read_call, spans) if c is not None}  # what the proxy recorded
+
+    out = tmp_path / "export"
+    r = run_cli(["traces", "export", "tok", "--format", "hf", "--out", str(out)], tmp_path, env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = datasets.load_from_disk(str(out))
+    rows = loaded.to_list()
+    assert len(rows) == len(answered) >= 1, (len(rows), answered)  # every model call of the rollout, in order
+    assert [row["turn"] for row in rows] == list(range(len(rows)))
+    check = token_checks.check_rows(rows, server())
+    assert check.decode_mismatches == 0 and check.bad_logprobs == 0, check.as_dict()
+    decoded = {server().decode(row["gold_completion_ids"]) for row in rows}
+    assert all(any(d == text or d.startswith(text) for d in decoded) for text in replies), (replies, decoded)
+    # TRL 1.16 SFTTrainer, pre-tokenized path: `input_ids` marks the data processed; `completion_mask`
+    # (with completion_only_loss) becomes the labels; no `labels` column of our own to override that
+    assert "input_ids" in loaded.column_names and "labels" not in loaded.column_names
+    assert loaded.features["input_ids"].feature.dtype == loaded.features["completion_mask"].feature.dtype == "int64"
+    for row in rows:
+        assert len(row["completion_mask"]) == len(row["input_ids"]) == len(row["prompt_ids"]) + len(row["gold_completion_ids"])
+        assert sum(row["completion_mask"]) == len(row["gold_completion_ids"]) == len(row["logprobs"])
+        assert row["reward"] == rollout["soft"]
+    print(f"codex on {SMOL}: {len(rows)} model calls captured, {check.decode_mismatches} decode mismatches, "
+          f"{check.chain_breaks} of {check.turns_after_first} later turns not extending the previous one, "
+          f"rollout error: {rollout['error']}")
