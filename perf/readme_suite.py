@@ -43,8 +43,8 @@ def suite_part(doc: dict) -> list[str]:
     out = ["### The development suite", "",
            "`python perf/suite.py --families F --seeds S --arms A`: the README's main job (`skillopt run --preset "
            "quick`, the embedded 1.5B as target and optimizer) on each task family, with one arm's settings "
-           "changed: `ours` is the defaults, the other arms turn one candidate kind or the fixed template off "
-           "(the ablation). * marks an interval above zero. Families:", ""]
+           "changed: `ours` is the method (the quick preset with the rules proposer on), the other arms turn one "
+           "candidate kind or the fixed template off (the ablation). * marks an interval above zero. Families:", ""]
     for name, f in doc.get("families", {}).items():
         out.append(f"- `{name}` ({f['kind']}): {f['source']}; {f['why']}.")
     out.append("")
