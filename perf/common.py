@@ -110,6 +110,14 @@ def skillopt(*args: str) -> list[str]:
     return [sys.executable, "-m", "skillopt", *args]
 
 
+def write_json(path: Path, doc: dict) -> None:
+    """Write a result file whole or not at all (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+
+
 def write_result(name: str, doc: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"

@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS  # noqa: E402
+from perf.common import RESULTS, write_json  # noqa: E402
 from skillopt.stats import paired_difference_interval  # noqa: E402
 
 def gepa_python() -> Path:
@@ -254,10 +254,7 @@ def write(path: Path, runs: list[dict], machine: dict | None = None, date: str |
                                "platform": platform.platform(), "load_avg_at_write": os.getloadavg()},
         "date": date or time.strftime("%Y-%m-%d"),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(path, data)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS  # noqa: E402
+from perf.common import RESULTS, write_json  # noqa: E402
 from perf.quality import describe_run, run_gepa, run_ours, versus_gepa  # noqa: E402
 
 FAMILIES: dict[str, dict[str, str]] = {
@@ -244,10 +244,7 @@ def write(path: Path, doc: dict) -> None:
     doc["families"] = FAMILIES
     doc["arms"] = ARMS
     doc["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(path, doc)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,16 @@ class _Plumbing:
             counts[1] += 1
 
 
+async def read_body(receive: Any) -> bytes:
+    """The whole body of an ASGI HTTP request (it may come in several messages)."""
+    raw = b""
+    while True:
+        message = await receive()
+        raw += message.get("body", b"")
+        if not message.get("more_body"):
+            return raw
+
+
 class _Unstreamed:
     """Streamed model calls reach LiteLLM unstreamed (it drops token ids from streams); the finished
     answer goes back to the client as the SSE events of its API, text and tool input unchanged."""
@@ -70,12 +80,7 @@ class _Unstreamed:
         api = next((a for a, route in _APIS.items() if scope.get("path", "").endswith(route)), None)
         if scope["type"] != "http" or scope["method"] != "POST" or api is None:
             return await self.app(scope, receive, send)
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
         try:
             body = json.loads(raw)
         except ValueError:

@@ -32,6 +32,8 @@ from typing import Any
 
 import httpx
 
+from skillopt.traces.capture_proxy import read_body
+
 _DROPPED = (b"content-length", b"content-encoding", b"transfer-encoding", b"connection")
 
 
@@ -54,12 +56,7 @@ class TokenShim:
             return await _lifespan(receive, send)
         if scope["type"] != "http":
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
         path = scope["path"] + (f"?{scope['query_string'].decode()}" if scope.get("query_string") else "")
         body = _json(raw) if scope["method"] == "POST" and scope["path"].endswith("/chat/completions") else None
         if isinstance(body, dict) and body.pop("return_token_ids", False) and not body.get("stream"):
