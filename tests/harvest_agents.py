@@ -6,6 +6,7 @@ leaves its transcript where it always does (`<ws>/.home/.claude/projects/...`,
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ CALC = "def add(a, b):\n    return a - b\n"
 TEST = ("import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
         "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n")
 TEST_CMD = "python3 -m unittest -q"
+RUNNING = re.compile(r"Process running with session ID (\d+)")
 
 
 @dataclass(frozen=True)
@@ -55,15 +57,21 @@ def claude_write(rel: str, content: str) -> Step:
     return Step(tool=lambda req, ws: ToolCall("Write", {"file_path": str(ws / rel), "content": content}))
 
 
-def scripted(steps: Sequence[Step], ws: Path, after: str = "Done."):
+def scripted(steps: Sequence[Step], ws: Path, after: str = "Done.", poll: bool = True):
     """A fake model: step i answers when i tool results came back; then `after`. A follow-up user
-    message (a resumed session) is answered with `after` as well."""
+    message (a resumed session) is answered with `after` as well. With `poll`, a Codex command still
+    running when its wait ended is waited on (write_stdin) before the next step."""
     def script(req: FakeRequest) -> FakeReply:
         if not is_agent(req):
             return FakeReply(text="ok")
         users = [m for m in req.messages if m.role == "user" and m.text.strip()
                  and not m.text.lstrip().startswith("<")]  # Codex sends its context as user messages
-        done = len(req.tool_results)
+        results = req.tool_results
+        running = RUNNING.search(results[-1].text) if results else None
+        if running and poll:  # Codex's exec_command came back before the command ended (a loaded machine): wait on it
+            return FakeReply(tool_calls=(ToolCall("write_stdin", {"session_id": int(running.group(1)), "chars": "",
+                                                                   "yield_time_ms": 30000}),))
+        done = sum(1 for m in results if not (poll and RUNNING.search(m.text)))  # a step is done when its command ended
         if done < len(steps) and len(users) <= 1:
             st = steps[done]
             if st.answer is not None:
@@ -85,16 +93,16 @@ def repo(ws: Path, files: dict[str, str] | None = None) -> str:
 
 
 def run_session(harness: str, ws: Path, prompt: str, steps: Sequence[Step], answer: str = "Done.",
-                follow_up: str | None = None, timeout_s: float = 90) -> Path:
+                follow_up: str | None = None, timeout_s: float = 90, poll: bool = True) -> Path:
     """One session of the real binary in `ws` (a prepared repository); returns its transcript."""
-    return asyncio.run(_session(harness, ws, prompt, steps, answer, follow_up, timeout_s))
+    return asyncio.run(_session(harness, ws, prompt, steps, answer, follow_up, timeout_s, poll))
 
 
 async def _session(harness: str, ws: Path, prompt: str, steps: Sequence[Step], answer: str,
-                   follow_up: str | None, timeout_s: float) -> Path:
+                   follow_up: str | None, timeout_s: float, poll: bool) -> Path:
     h = make_harness(harness, HarnessContext(models=Models(env=ProviderEnv()), options={"mode": "cli"}))
     write_skill(ws, SKILL, h.skill_dir)
-    with FakeModelServer(scripted(steps, ws, answer)) as srv:
+    with FakeModelServer(scripted(steps, ws, answer, poll)) as srv:
         spec = f"anthropic:fake-model@{srv.base_url}" if harness == "claude-code" else \
             f"vllm:fake-model@{srv.openai_url}"
         target = parse_model_spec(spec)

@@ -21,7 +21,9 @@ from skillopt.store.redact import scrub
 from skillopt.store.refs import resolve_skill_ref
 from tests.fakes.agent_scripts import run_command
 from tests.fakes.server import FakeModelServer
-from tests.harvest_agents import CALC, TEST, TEST_CMD, claude_edit, repo, run_session, shell
+from skillopt.harvest.sessions import read_codex
+from tests.fakes.script import ToolCall
+from tests.harvest_agents import CALC, TEST, TEST_CMD, Step, claude_edit, repo, run_session, shell
 from tests.helpers import REPO, cli_env, run_cli
 
 FIXTURES = REPO / "tests" / "fixtures" / "harvest"
@@ -237,6 +239,29 @@ def test_a_session_made_now_by_the_real_binary_is_harvested(harness, tmp_path):
     assert t["request"] == "Fix add; mail <email>" and t["outcome"] == "success" and t["scored"]
     assert t["check"]["command"] == TEST_CMD and t["check"]["confidence"] == "high"
     assert t["start"]["recovered"] and t["start"]["cwd"] == "~/proj"
+
+
+@pytest.mark.slow
+def test_a_codex_test_run_that_outlasts_its_wait_is_judged_by_the_poll_that_saw_it_end(tmp_path):
+    """Codex's exec_command returns after a wait with the command still running; its exit code comes
+    with a later write_stdin poll. Neither the running state nor the -1 of a command cut off is a verdict."""
+    home = tmp_path / "home"
+    ws = home / "proj"
+    repo(ws)
+    slow = "sleep 2; " + TEST_CMD
+    waited = Step(tool=lambda req, ws: ToolCall("exec_command", {"cmd": slow, "yield_time_ms": 300}))
+    steps = [waited, shell("sed -i 's/a - b/a + b/' calc.py"), waited]
+    path = run_session("codex", ws, "Fix add", steps, "Fixed.")
+    assert "Process running with session ID" in path.read_text()  # the wait did end first
+    assert harvest(home, "codex", "--path", str(path.parent)).returncode == 0
+    t = json.loads((home.parent / "out" / "tasks.jsonl").read_text().splitlines()[0])
+    assert t["outcome"] == "success" and t["check"]["command"] == slow and t["check"]["confidence"] == "high"
+    cut = [shell(TEST_CMD), Step(tool=lambda req, ws: ToolCall("exec_command", {"cmd": "sleep 30; " + TEST_CMD,
+                                                                                 "yield_time_ms": 300}))]
+    ws2 = tmp_path / "home2" / "proj"
+    repo(ws2)
+    s = read_codex(run_session("codex", ws2, "Fix add", cut, "Stopped waiting.", poll=False))
+    assert [(c.exit_code, bool(c.running)) for c in s.calls] == [(1, False), (None, True)]
 
 
 @pytest.mark.slow

@@ -125,7 +125,7 @@ def test_agent_training_step_on_the_local_model(tmp_path, harness):
     with FakeModelServer(_optimizer) as srv:
         args = ["run", "--benchmark", str(data), "--harness", harness, "--harness-mode", "cli",
                 "--target_model", SMOL, "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "agent", "--epochs", "1", "--train-size", "1", "--val-size", "1", "--test-size", "1",
+                "--run-id", "agent", "--epochs", "1", "--train-size", "1", "--val-size", "1", "--test-size", "0",
                 # a 5k-token agent prompt on a busy 2-core machine, two rollouts at once in the gate, took
                 # more than 360 s each (both timed out); the test is about mechanics, not speed
                 "--batch-size", "1", "--set", "train.consolidate=false", "--set", "limits.timeout_s=900",
@@ -139,7 +139,7 @@ def test_agent_training_step_on_the_local_model(tmp_path, harness):
     assert summary["status"] == "finished" and summary["steps"] == 1
     assert (run / "steps" / "0001" / "gate.json").exists(), "no candidate was gated"
     rollouts = [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines()]
-    assert len(rollouts) >= 4  # baseline val, train, candidate val, test
+    assert len(rollouts) >= 3  # baseline val, train, candidate val (no test split: scoring it is tested elsewhere)
     # every rollout reached the model through the agent's own (long) prompt and got text back; a 135M
     # model may ramble past the output cap, which the agent reports as an error of the rollout (Claude
     # Code first retries up to 3 times). Known and not yet explained: in whole-suite runs one Claude
@@ -163,7 +163,7 @@ def test_agent_training_step_on_the_local_model(tmp_path, harness):
         assert 0 < rec["output_tokens"] <= MAX_OUT * turns, (rec["output_tokens"], turns)
         assert rec["error"] is None or f"{MAX_OUT} output token" in rec["error"] or "max_output" in rec["error"], \
             rec["error"]
-    assert len(rollouts) - len(stalled) >= 4
+    assert len(rollouts) - len(stalled) >= 3
     if harness == "claude-code":  # the skill was discovered natively: listed in Claude Code's init event
         init = json.loads((run / rollouts[0]["trace_file"]).with_suffix(".raw.log").read_text().splitlines()[0])
         assert "task-solver" in init["skills"]

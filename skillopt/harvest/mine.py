@@ -40,13 +40,18 @@ NOT_RUN = (126, 127)  # the shell could not run the command: no verdict on the c
 MAX_EXPECT = 20  # lines per file in a file-state check
 
 
+def has_verdict(c: Call) -> bool:
+    """The command ran to its end: its exit code says something about the code."""
+    return c.answered and not c.running and c.exit_code not in NOT_RUN
+
+
 def is_test_command(command: str | None) -> bool:
     return bool(command) and bool(TEST_COMMAND.search(command))
 
 
 def ran_tests(s: Session) -> bool:
     """The session ran a test command (one the shell could start)."""
-    return any(is_test_command(c.command) and c.answered and c.exit_code not in NOT_RUN for c in s.calls)
+    return any(is_test_command(c.command) and has_verdict(c) for c in s.calls)
 
 
 def mine(s: Session) -> HarvestedTask | None:
@@ -77,7 +82,7 @@ def mine(s: Session) -> HarvestedTask | None:
 def _signals(s: Session, later: list[Message]) -> list[Signal]:
     out: list[Signal] = []
     for c in s.calls:
-        if is_test_command(c.command) and c.answered and c.failed and c.exit_code not in NOT_RUN:
+        if is_test_command(c.command) and has_verdict(c) and c.failed:
             out.append(Signal(kind="test_failed", detail=f"{c.command} -> exit {c.exit_code}"))
         elif c.answered and c.failed:
             what = c.command or c.name
@@ -114,7 +119,7 @@ def _first_line(text: str) -> str:
 
 
 def _test_check(tests: list[Call]) -> Check | None:
-    ran = [c for c in tests if c.exit_code not in NOT_RUN]
+    ran = [c for c in tests if has_verdict(c)]
     if not ran:
         return None
     command = ran[-1].command or ""
@@ -187,7 +192,7 @@ def _relative(path: str, cwd: str | None) -> str:
 
 
 def _outcome(tests: list[Call], signals: list[Signal]) -> str:
-    ran = [c for c in tests if c.exit_code not in NOT_RUN]
+    ran = [c for c in tests if has_verdict(c)]
     if ran:
         return "failure" if ran[-1].failed else "success"
     if any(s.kind in ("user_correction", "interrupted") for s in signals):

@@ -28,6 +28,7 @@ Source = Literal["claude-code", "codex"]
 SHELL_TOOLS = frozenset({"Bash", "exec_command", "shell", "shell_command", "local_shell"})
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit", "apply_patch"})
 INTERRUPT_MARK = "[Request interrupted by user"  # Claude Code's text when the user stops a turn
+_RUNNING = re.compile(r"^Process running with session ID (\S+)", re.M)
 _EXIT = re.compile(r"(?:^Exit code|Process exited with code|^Exit code:)\s*(-?\d+)", re.M)
 _SKILL_FILE = re.compile(r"skills/([A-Za-z0-9_.-]+)/SKILL\.md")
 _CODEX_CONTEXT = ("<environment_context>", "<user_instructions>", "<skills_instructions>", "# AGENTS.md",
@@ -46,6 +47,7 @@ class Call:
     is_error: bool = False
     exit_code: int | None = None
     answered: bool = False
+    running: str = ""  # Codex's exec session id while the command has not ended (a later poll ends it)
 
     @property
     def command(self) -> str | None:
@@ -286,13 +288,29 @@ def _codex_item(s: Session, p: dict, t: str, calls: dict[str, Call]) -> None:
                 call.exit_code = int(code) if code is not None else call.exit_code
         except (json.JSONDecodeError, TypeError, ValueError):
             pass
+        header = ""
         if out.startswith("Chunk ID:") and "\nOutput:\n" in out:  # exec_command's header, then the output
             header, out = out.split("\nOutput:\n", 1)
             call.exit_code = exit_code_in(header) if call.exit_code is None else call.exit_code
         call.output, call.answered = out, True
-        if call.exit_code is None:
+        running = _RUNNING.search(header)
+        if call.name == "write_stdin":  # a poll of a command that was still running: its output and end are that command's
+            _poll(calls.get(f"exec-session:{call.input.get('session_id')}"), out, call.exit_code, running)
+        elif running:  # no verdict until a poll sees it end
+            call.running = running.group(1)
+            calls[f"exec-session:{call.running}"] = call
+        if call.exit_code is None and not running:
             call.exit_code = exit_code_in(out)
         call.is_error = call.failed
+
+
+def _poll(started: Call | None, out: str, code: int | None, running: re.Match | None) -> None:
+    if started is None or not started.running:
+        return
+    started.output += out
+    if not running and code is not None:
+        started.exit_code, started.running = code, ""
+        started.is_error = started.failed
 
 
 def _codex_event(s: Session, p: dict, t: str, calls: dict[str, Call]) -> None:
@@ -302,7 +320,7 @@ def _codex_event(s: Session, p: dict, t: str, calls: dict[str, Call]) -> None:
     elif ptype == "item_completed" and (p.get("item") or {}).get("type") == "CommandExecution":
         item = p["item"]
         call = calls.get(str(item.get("id") or ""))
-        if call is not None and item.get("exit_code") is not None:
+        if call is not None and item.get("exit_code") is not None and not call.running:  # -1: killed unfinished
             call.exit_code = int(item["exit_code"])
             call.is_error = call.failed
     elif ptype == "exec_command_end":  # older releases
