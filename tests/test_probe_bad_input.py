@@ -82,6 +82,11 @@ BAD_SETTINGS: list[tuple[str, str, str]] = [
     ("budget.max_cost_usd", "-1", "budget.max_cost_usd"), ("budget.max_cost_usd", "0", "budget.max_cost_usd"),
     ("budget.max_cost_usd", ".nan", "budget.max_cost_usd"), ("budget.max_rollouts", "0", "budget.max_rollouts"),
     ("budget.max_rollouts", "true", "budget.max_rollouts"), ("budget.max_tokens", "0", "budget.max_tokens"),
+    # upper bounds: a value no run could mean (it would hang or exhaust the machine)
+    ("train.concurrency", "100000", "train.concurrency"), ("train.epochs", "1000000", "train.epochs"),
+    ("gate.trials", "1000", "gate.trials"), ("models.retries", "100000", "models.retries"),
+    ("limits.timeout_s", "1e12", "limits.timeout_s"), ("models.timeout_s", "1e12", "models.timeout_s"),
+    ("models.prices", "{m: [-1, 2]}", "models.prices"), ("train.retry_errored", "1000", "retry_errored"),
     ("splits.train", "-1", "splits.train"), ("splits.val", "-1", "splits.val"), ("splits.test", "-1", "splits.test"),
     ("splits.val", "abc", "splits.val"), ("splits.train", "true", "splits.train"),
     ("executor.kind", "k8s", "executor.kind"), ("executor.num_cpus", "-1", "executor.num_cpus"),
