@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from skillopt.config import StoredConfig
 from skillopt.errors import BadInput
 from skillopt.store.run import RunStore
+from skillopt.store.schema import shown_status
 from skillopt.store.scores import score_value
 
 
@@ -52,7 +53,9 @@ def run_rows(root: Path) -> list[RunRow]:
         except BadInput as e:  # one damaged run is shown as such; it does not hide the others
             rows.append(_damaged(path, str(e)))
             continue
-        row = _row(path.name, cfg, state.status if state else (summary.status if summary else "new"), summary,
+        status = shown_status(state.status, state.stop_reason) if state else \
+            (shown_status(summary.status, summary.stop_reason) if summary else "new")
+        row = _row(path.name, cfg, status, summary,
                    len(store.versions()), state.best if state else None, str(path.resolve()), path.stat().st_mtime)
         if summary is None and state is not None:  # in progress or stopped: its scores so far, from its rollouts
             row = row.model_copy(update=_scores_so_far(store, state.best))
