@@ -404,6 +404,20 @@ def test_a_rejected_key_is_one_line_before_the_run_exists(place, monkeypatch, st
     assert _tree(place) == before
 
 
+def test_a_model_a_vllm_server_does_not_serve_is_one_line_before_the_run_exists(place, monkeypatch):
+    from tests.fakes.server import FakeModelServer, FakeReply
+
+    monkeypatch.chdir(place)
+    with FakeModelServer(lambda req: FakeReply(text="Answer: 1"), models=("Qwen/Qwen3-8B",)) as srv:
+        good, bad = f"vllm:Qwen/Qwen3-8B@{srv.openai_url}", f"vllm:qwen3-8b@{srv.openai_url}"
+        before = _tree(place)
+        res = CliRunner().invoke(app, _run("--target-model", good, "--optimizer-model", bad))
+    lines = [x for x in res.output.strip().splitlines() if x.strip()]
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    assert f"the optimizer model {bad}" in lines[0] and "serves Qwen/Qwen3-8B, not 'qwen3-8b'" in lines[0], lines
+    assert _tree(place) == before and len(srv.requests) == 1  # one listing for both roles
+
+
 def test_traces_show_honours_the_version_of_a_run_reference(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = _stored_plain(tmp_path)
