@@ -62,6 +62,7 @@ class TrainConfig(_Frozen):
     retry_errored: Annotated[int, Field(ge=0, le=100)] = 2  # extra tries of a rollout that errored (infrastructure), later
     description: bool = False  # also train the front-matter description (whether agents load the skill)
     rules_per_step: Annotated[int, Field(ge=0)] = 2  # rules learned from the scorer's feedback, one per cluster
+    rule_examples: Annotated[int, Field(ge=0, le=5)] = 2  # train answers each rule quotes: expected vs written
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
     template: Literal["none", "working-first"] = "working-first"
