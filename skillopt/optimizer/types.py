@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from skillopt.edits import Edit
+from skillopt.traces.trajectory import Trajectory
 
 
 class ScoredRollout(BaseModel):
@@ -22,6 +23,7 @@ class ScoredRollout(BaseModel):
     summary: str
     error: str | None = None
     skill_used: bool | None = None  # the agent loaded the skill (None: always in its prompt)
+    trajectory: Trajectory | None = None  # an agent rollout: its tool calls, exit codes, tests, diff, stop
 
     @property
     def failed(self) -> bool:
@@ -138,7 +140,9 @@ class ScreenResult(BaseModel):
                                  and self.changed * 2 > len(self.tasks))
 
 
-Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description"]
+# "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py)
+Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
+                 "trajectory-reflection", "procedure", "trajectory-demonstration"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

@@ -298,6 +298,15 @@ class RunStore:
             atomic_write_text(self.root / raw_log_file(rel), raw_log)
         return rel
 
+    def read_trace(self, trace_file: str | None) -> list[TraceEvent]:
+        """A rollout's normalized trace (its record's `trace_file`); empty when it is not on disk."""
+        from skillopt.traces.events import parse_event
+
+        path = self.root / trace_file if trace_file else None
+        if path is None or not path.is_file():
+            return []
+        return [parse_event(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
     def copy_trace(self, source: RunStore, trace_file: str) -> None:
         """A rollout's trace (and native log) from another run, under the same relative path."""
         for rel in (trace_file, raw_log_file(trace_file)):
