@@ -43,6 +43,7 @@ EXAMPLE = "Example run"
 MIN_STEPS, MAX_STEPS = 3, 7
 MAX_STEP_CHARS = 200
 EXAMPLE_STEPS = 8  # commands kept in a condensed example
+MAX_FILE_SHOWN = 1500  # characters of each supporting file shown to the optimizer
 _HARNESS_NOISE = ("SKILL.md", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
 
 
@@ -54,6 +55,24 @@ def kinds_over(rollouts: list[ScoredRollout]) -> list[tuple[str, int]]:
     """Failure kinds counted over the rollouts, most frequent first (ties: in FAILURE_KINDS order)."""
     counts = Counter(k for r in rollouts for k in r.trajectory.failure_kinds)  # type: ignore[union-attr]
     return counts.most_common()
+
+
+def edit_schema(skill: Skill) -> dict:
+    """One edit, as `reflect.reply_schema` narrows it for the SKILL.md body, plus (a skill that is a
+    folder, or may become one) an edit of a whole supporting file: add a new one, replace or delete one
+    it has."""
+    schema = reply_schema(skill, 1)
+    edit = ReflectionReply.model_json_schema()["$defs"]["ProposedEdit"]
+    props = {k: edit["properties"][k] for k in ("text", "rationale", "evidence")}
+    existing = sorted(skill.files)
+    ops = ["add", "replace", "delete"] if existing else ["add"]
+    path = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$",
+            "maxLength": 120}
+    schema["$defs"]["ProposedEdit"]["anyOf"].append(
+        {"type": "object", "properties": {**props, "op": {"type": "string", "enum": ops}, "file": path,
+                                          "text": {**props["text"], "maxLength": 4000}},
+         "required": ["op", "file", "text"]})
+    return schema
 
 
 def _section_edit(skill: Skill, title: str, text: str, why: str, evidence: list[str]) -> Edit:
@@ -94,6 +113,7 @@ class TrajectoryReflectionProposer:
         shown = sorted(fails, key=lambda r: focus not in r.trajectory.failure_kinds)[:SHOWN_FAILURES]  # type: ignore[union-attr]
         wins = traced(state.scored, failed=False)[:SHOWN_SUCCESSES]
         prompt = render("reflect_trajectory.md.j2", skill_text=state.skill.render(), failures=shown, successes=wins,
+                        files={k: v[:MAX_FILE_SHOWN] for k, v in state.skill.files.items()},
                         kinds=kinds, failed_total=len(fails), focus=focus, rejected=list(state.rejected)[-10:],
                         anchors=anchor_choices(state.skill), editable=anchor_choices(state.skill, editable=True))
         ids = [r.task_id for r in shown]
@@ -101,7 +121,7 @@ class TrajectoryReflectionProposer:
         for _ in range(self.retries + 1):
             reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], ReflectionReply,
                                                 role="optimizer", max_tokens=self.max_tokens, temperature=temperature,
-                                                json_schema=reply_schema(state.skill, 1), seed=sample or None)
+                                                json_schema=edit_schema(state.skill), seed=sample or None)
             if not (isinstance(reply, StructuredFailure) and reply.transient):
                 break
         if isinstance(reply, StructuredFailure):

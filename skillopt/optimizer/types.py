@@ -38,8 +38,13 @@ class ProposedEdit(BaseModel):
     text: str = Field("", description="new text for add / replace")
     rationale: str = ""
     evidence: list[str] = Field(default_factory=list, description="task ids that motivate the edit")
+    file: str = Field("", description="a supporting file of the skill folder to add, replace or delete whole; "
+                                      "empty = the SKILL.md body")
 
     def to_edit(self) -> Edit:
+        if self.file.strip():
+            return Edit(op=self.op, part="file", path=self.file.strip(), text=self.text, rationale=self.rationale,
+                        evidence=list(self.evidence))
         return Edit(op=self.op, anchor=self.anchor.strip() or None, text=self.text,
                     rationale=self.rationale, evidence=list(self.evidence))
 

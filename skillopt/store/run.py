@@ -224,7 +224,18 @@ class RunStore:
         return self._versions[n]
 
     def skill(self, n: int) -> Skill:
-        return Skill.load(self.root / "skills" / f"v{n:03d}.md")
+        """Version n: skills/vNNN.md, and a folder skill's supporting files under skills/vNNN.files/."""
+        skill = Skill.load(self.root / "skills" / f"v{n:03d}.md")
+        folder = self.skill_files_dir(n)
+        if folder.is_dir():
+            from skillopt.skill import read_files
+
+            skill = skill.model_copy(update={"files": read_files(folder)})
+        return skill
+
+    def skill_files_dir(self, n: int) -> Path:
+        """Where version n's supporting files are kept (a folder skill; absent for a single file)."""
+        return self.root / "skills" / f"v{n:03d}.files"
 
     def add_version(self, skill: Skill, parent: int | None, origin: str, status: str = "candidate",
                     step: int | None = None) -> SkillVersion:
@@ -234,6 +245,12 @@ class RunStore:
                 if v.sha == skill.sha and v.parent == parent:
                     return v
             n = len(self._versions)
+            if skill.files and self.skill_files_dir(n).exists():  # left by a write cut short
+                import shutil
+
+                shutil.rmtree(self.skill_files_dir(n))
+            for rel, text in skill.files.items():  # before the document: a version is whole once its .md is there
+                atomic_write_text(self.skill_files_dir(n) / rel, text)
             atomic_write_text(self.root / "skills" / f"v{n:03d}.md", skill.render())
             v = SkillVersion(version=n, parent=parent, sha=skill.sha, origin=origin, status=status, step=step)  # type: ignore[arg-type]
             self._versions[n] = v
