@@ -420,6 +420,14 @@ class RunStore:
         return RunSummary.model_validate_json(p.read_text(encoding="utf-8")) if p.exists() else None
 
     def write_best_skill(self, skill: Skill) -> None:
+        """best_skill.md, and a folder skill's supporting files under best_skill.files/."""
+        folder = self.root / "best_skill.files"
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        for rel, text in skill.files.items():
+            atomic_write_text(folder / rel, text)
         atomic_write_text(self.root / "best_skill.md", skill.render())
 
 
