@@ -43,7 +43,7 @@ def test_no_price_is_unknown_and_a_given_price_is_used(tmp_path):
                  "--set", 'models.prices={"openai-compatible:my-model": [10000, 0]}')
     # the chat harness: one call; at $0.01 a prompt token and nothing for generated ones
     tokens = int(priced.split("): ~", 1)[1].split()[0].replace(",", ""))
-    assert f"over ~1 model call (fixed prompt 0 + skill " in priced and f"cost ${tokens / 100:.4f}" in priced
+    assert "over ~1 model call (fixed prompt 0 + skill " in priced and f"cost ${tokens / 100:.4f}" in priced
 
 
 def test_a_local_model_is_free_and_timed_where_measured(tmp_path):

@@ -102,6 +102,9 @@ def test_a_run_whose_seed_is_a_folder_keeps_its_files_through_versions_and_expor
     assert (v1 / "scripts" / "check.sh").read_text() == CHECK and (v1 / "reference.md").is_file()
     assert (v1 / "notes" / "pattern.md").read_text() == "Codes: ZETA- and the item number.\n"
     assert (run / "best_skill.files" / "scripts" / "check.sh").read_text() == CHECK
+    # the chat harness keeps its own proposers: no trajectory ones
+    origins = {c["origin"] for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())}
+    assert origins == {"reflection"}
     out = tmp_path / "export"
     e = run_cli(["export", "folder:best", "--format", "claude-skill", "--out", str(out)], tmp_path, cli_env(tmp_path))
     assert e.returncode == 0, e.stderr
