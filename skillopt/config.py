@@ -63,6 +63,9 @@ class TrainConfig(_Frozen):
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
     template: Literal["none", "working-first"] = "working-first"
+    # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
+    # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
+    seed_cache: bool = True
 
 
 class GateConfig(_Frozen):

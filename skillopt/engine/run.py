@@ -15,6 +15,7 @@ from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
+from skillopt.engine.seed_cache import SeedCache, default_root
 from skillopt.engine.settings import SCORING_SECTIONS, Settings
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
@@ -157,9 +158,11 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         emit(Note(executor.note))
     with isolation(parts, benchmark, store), \
             token_capture(specs.target, store, env, cfg, emit, executor.callback_host) as capture:
+        seeds = SeedCache(default_root(), parts.settings.data_hash, lambda w: emit(Note(w))) \
+            if cfg.train.seed_cache else None
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
                                cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
-                               executor=executor)
+                               executor=executor, seed_cache=seeds)
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)
@@ -168,6 +171,9 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         try:
             asyncio.run(_train_and_test(trainer))
             state.status = "finished"
+            if seeds is not None and seeds.hits:
+                emit(Note(f"{seeds.hits} rollout(s) of the seed skill reused from an earlier run (the cache in "
+                          f"{seeds.root}; --set train.seed_cache=false runs them again)"))
         except BudgetExceeded as e:
             state.status, state.stop_reason = "stopped", e.reason
             emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))
