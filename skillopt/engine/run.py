@@ -13,6 +13,7 @@ from pathlib import Path
 from skillopt.benchmarks.base import Benchmark, data_hash
 from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
+from skillopt.engine.local_threads import FollowFreeCores
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.seed_cache import SeedCache, default_root
@@ -144,6 +145,8 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         state = RunState(run_id=store.run_id, fingerprint=parts.settings.fingerprint(cfg.splits))
     state.status, state.stop_reason = "running", None
     emit = Emitter(listeners)
+    if any(m is not None and m.provider == "local" and not m.base_url for m in (specs.target, specs.optimizer)):
+        emit.listeners.append(FollowFreeCores(emit))  # threads re-chosen at each phase
     meter = parts.meter
     meter.restore(recorded_usage(store))  # what the run recorded, not its last checkpoint
     record_calls(meter, store)

@@ -218,6 +218,30 @@ class LocalServer:
             self.restarts += 1
             return self.start()
 
+    def at_work(self) -> bool:
+        """Whether a slot is reading a prompt or generating now (True when `/slots` does not answer)."""
+        try:
+            with _LOOPBACK.open(f"{self.base_url}/slots", timeout=10) as r:
+                slots = json.loads(r.read())
+        except (urllib.error.URLError, OSError, ValueError, LocalServerError):
+            return True
+        return not isinstance(slots, list) or any(isinstance(s, dict) and s.get("is_processing") for s in slots)
+
+    def retune(self) -> tuple[int, int] | None:
+        """Follow the machine: when the CPUs free now call for another thread count than the server
+        runs with (`registry.threads_for`), and no slot is at work, restart it with that many (same
+        port; the prompt cache is lost). Returns (old, new) threads when it restarted, else None.
+        A server started with `threads=` keeps them."""
+        with self._lock:
+            if self._threads_asked or not self.alive():
+                return None
+            generation, _ = cpu_threads()
+            if generation == self.threads or self.at_work():
+                return None
+            old = self.threads
+            self.restart()
+            return old, self.threads
+
     def ensure_running(self) -> LocalServer:
         """Start if never started; restart if the child died (crash recovery)."""
         with self._lock:
@@ -292,6 +316,16 @@ def reserve_slots(name: str, slots: int) -> None:
             server.slots = wanted
             if server.alive():
                 server.restart()
+
+
+def retune_all() -> list[str]:
+    """`LocalServer.retune` for every server this process started; a line for each one that changed."""
+    lines = []
+    for server in list(_RUNNING):
+        if server.owner_pid == os.getpid() and (change := server.retune()) is not None:
+            lines.append(f"local model {server.model.name}: {change[0]} -> {change[1]} thread(s), "
+                         f"the CPUs free now")
+    return lines
 
 
 def stop_all() -> None:
