@@ -13,6 +13,7 @@ from pathlib import Path
 from skillopt.benchmarks.base import Benchmark, data_hash
 from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
+from skillopt.engine.eta import Plan, RunEta
 from skillopt.engine.local_threads import FollowFreeCores
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
@@ -169,6 +170,8 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)
+        emit.listeners.append(RunEta(emit, Plan.of(cfg, len(benchmark.tasks("val")), len(benchmark.tasks("test")),  # type: ignore[arg-type]
+                                                    trainer.total_steps), state.step))
         emit(RunStarted(store.run_id, StoredConfig.of(cfg), resumed=resumed, total_steps=trainer.total_steps,
                         step=state.step))
         try:
