@@ -176,7 +176,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                   # suite shows they pay for their optimizer calls and screens (perf/suite.py turns them on)
                   "rules_per_step": 0},
         "limits": {"max_tokens": 320, "timeout_s": 300},
-        # a CPU serves the optimizer's calls one or two at a time: the wait for a slot counts too
+        # the embedded model's calls time out on its progress, never while queued (models/local/progress.py);
+        # 900 s is for other servers the preset may be pointed at
         "models": {"optimizer_max_tokens": 768, "timeout_s": 900},
     },
 }

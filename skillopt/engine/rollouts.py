@@ -153,11 +153,13 @@ class RolloutRunner:
         if key in self._inflight:  # a twin job (same key) is running: share its result
             return await asyncio.shield(self._inflight[key])
         done = self._inflight[key] = asyncio.get_running_loop().create_future()
-        kept = self.seed_cache is not None and self.seed_cache.wants(version, split)
+        # the seed's val / test rollouts come from an earlier run when it made them (not with token capture:
+        # its data needs the calls themselves)
+        seeds = self.seed_cache if self.seed_cache is not None and self.seed_cache.wants(version, split) \
+            and self.capture is None else None
         try:
-            if kept and (rec := await self._reuse_seed(key, task, split, version)) is not None:
-                pass
-            else:
+            rec = await self._reuse_seed(seeds, key, task, split, version) if seeds is not None else None
+            if rec is None:
                 async with self._sem:
                     self.meter.check()  # a safe point: nothing is in flight for this rollout yet
                     self.meter.count_rollout()
@@ -165,8 +167,8 @@ class RolloutRunner:
                     rec, rollout = await self._execute(skill, version, task, split, trial, key)
                 # saved (grouped with other rollouts, off the event loop) before it counts as done
                 await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
-                if kept and not rec.errored:
-                    await asyncio.to_thread(self.seed_cache.put, key, split, rec, rollout.trace, rollout.raw_log)
+                if seeds is not None and not rec.errored:
+                    await asyncio.to_thread(seeds.put, key, split, rec, rollout.trace, rollout.raw_log)
         except BaseException as e:
             if isinstance(e, asyncio.CancelledError):
                 done.cancel()
@@ -184,10 +186,11 @@ class RolloutRunner:
         self.emit(RolloutDone(rec, cached=False))
         return rec
 
-    async def _reuse_seed(self, key: str, task: Task, split: str, version: int) -> RolloutRecord | None:
+    async def _reuse_seed(self, seeds: SeedCache, key: str, task: Task, split: str,
+                          version: int) -> RolloutRecord | None:
         """The seed's rollout as an earlier run made it (`engine.seed_cache`), saved into this run with
         its trace; this run paid nothing for it (no tokens, no cost). None: not kept."""
-        entry = await asyncio.to_thread(self.seed_cache.get, key, split)  # type: ignore[union-attr]
+        entry = await asyncio.to_thread(seeds.get, key, split)
         if entry is None:
             return None
         old = entry.record
