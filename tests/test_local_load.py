@@ -62,3 +62,21 @@ def test_a_server_follows_the_free_cpus_when_idle(tmp_path):
         assert pinned.retune() is None  # asked-for threads are kept (and a stopped server is left alone)
     finally:
         server.stop()
+
+
+def test_speculative_decoding_runs_in_the_server():
+    """The plumbing perf/local_model.py --limit measures with: a draft model (here the small model drafts for
+    itself: same tokenizer) and n-gram lookup each serve a reply, and the draft model's tokens are checked."""
+    import httpx
+
+    from skillopt.models.local import LocalServer
+
+    for kwargs in ({"draft": "smollm2-135m", "draft_max": 4}, {"lookup": True}):
+        with LocalServer("smollm2-135m", slots=1, threads=1, **kwargs) as server:
+            body = {"messages": [{"role": "user", "content": "Count from 1 to 20."}], "max_tokens": 24,
+                    "temperature": 0}
+            r = httpx.post(f"{server.base_url}/v1/chat/completions", json=body, timeout=120)
+            assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"], kwargs
+            if "draft" in kwargs:
+                timings = r.json()["timings"]
+                assert timings.get("draft_n", 0) > 0 and timings.get("draft_n_accepted", 0) > 0, timings

@@ -53,7 +53,8 @@ class LocalServer:
 
     def __init__(self, name: str = DEFAULT_MODEL, port: int | None = None, slots: int | None = None,
                  ctx_per_slot: int | None = None, threads: int | None = None, reply_tokens: int | None = None,
-                 cache_dir: Path | None = None, startup_timeout_s: float = 180.0):
+                 cache_dir: Path | None = None, startup_timeout_s: float = 180.0, draft: str | None = None,
+                 draft_max: int = 0, lookup: bool = False):
         self.model = get_model(name)
         self.port = port or 0
         self.slots = min(MAX_SLOTS, slots or self.model.slots)
@@ -63,6 +64,9 @@ class LocalServer:
         self.threads = self._prompt_threads = 0  # set by `_spawn`
         self.cache_dir = cache_dir or default_cache_dir()
         self.startup_timeout_s = startup_timeout_s
+        # speculative decoding (perf/local_model.py measures it): a smaller model of the same tokenizer drafts
+        # `draft_max` tokens the model checks in one step, or (`lookup`) drafts come from n-grams of the context
+        self.draft, self.draft_max, self.lookup = (get_model(draft).name if draft else None), draft_max, lookup
         self.owner_pid = os.getpid()
         self.restarts = 0
         self._proc: subprocess.Popen | None = None
@@ -132,6 +136,10 @@ class LocalServer:
                "--kv", str(max(self.model.kv_tokens, self.ctx_per_slot)),
                "--parent", str(os.getpid()), "--threads", str(self.threads),
                "--batch-threads", str(self.batch_threads), "--reply-tokens", str(self.reply_tokens)]
+        if self.draft:
+            cmd += ["--draft", str(weights_path(self.draft, cache_dir=self.cache_dir)), "--draft-max", str(self.draft_max)]
+        if self.lookup:
+            cmd += ["--lookup"]
         ready_r, ready_w = os.pipe()
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start {self.model.name}\n".encode())
@@ -384,6 +392,9 @@ def _child(args) -> None:
         params.cpuparams.n_threads = args.threads
         params.cpuparams_batch.n_threads = max(args.threads, args.batch_threads)
     params.hostnames = [HOST]
+    from skillopt.models.local.speculative import configure
+
+    configure(params, args)
     server = None
     for port in dict.fromkeys([args.port, 0]):  # a busy port: let the OS pick a free one
         params.port = port
