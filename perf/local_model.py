@@ -40,7 +40,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine, quick_preset_tasks, quick_seed_skill  # noqa: E402
+from perf.common import machine, quick_preset_tasks, quick_seed_skill, write_json  # noqa: E402
 from skillopt.config import PRESETS  # noqa: E402
 from skillopt.models.local import LocalServer, weights_path  # noqa: E402
 
@@ -311,7 +311,7 @@ def limit(args) -> None:
                                for r in res["decoding"] if r["settings"] != "plain"}
     res["uptime"].append(_uptime())
     doc["limit"] = res
-    out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(out, doc)
 
 
 def main() -> None:
