@@ -7,6 +7,7 @@ Usage: python perf/local_model.py [--models qwen2.5-coder-0.5b smollm2-135m] [--
        python perf/local_model.py --preset-only --code /path/to/other/checkout --label before --repeats 2
        python perf/local_model.py --serving --repeats 2
        python perf/local_model.py --limit --tasks 4 --gen 32 --decoding-tasks 2
+       python perf/local_model.py --decoding "draft 0.5b, 3 drafted" --decoding-tasks 1
 
 `--limit`: for the 1.5B, llama.cpp's own peak (prompt tokens/s, generated tokens/s at 1 and N sequences) at
 the thread count skillopt picks, beside what the quick preset's requests get, and speculative decoding
@@ -214,6 +215,7 @@ LIMIT_MODEL, DRAFT_MODEL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
 DECODING = {  # speculative settings compared on the preset's replies, one request at a time, interleaved
     "plain": {},
     "draft 0.5b": {"draft": DRAFT_MODEL, "draft_max": 8},
+    "draft 0.5b, 3 drafted": {"draft": DRAFT_MODEL, "draft_max": 3},  # llama.cpp's own default
     "lookup (n-gram)": {"lookup": True},
 }
 
@@ -289,18 +291,26 @@ def limit(args) -> None:
     res["ratio_of_peak"] = round(achieved / peak_n, 3) if peak_n else None
     res["uptime"].append(_uptime())
     print(json.dumps(res), flush=True)
+    res.update(decoding(reqs[n:], system, threads, args, list(DECODING)))
+    res["uptime"].append(_uptime())
+    doc["limit"] = res
+    write_json(out, doc)
+
+
+def decoding(reqs: list[tuple[str, str]], system: str, threads: int, args, labels: list[str]) -> dict:
+    """`labels` of `DECODING` on the preset's replies, one request at a time, plain first and last (the
+    load may drift); their generated tokens/s and the speedup over plain."""
     # the best skill's replies are long (numbered working before the answer, the optimizer's "working-first"
     # template); the seed's are often one line: the decoding comparison asks for the working
-    worked = [(system + WORKING, user) for _, user in reqs[n:n + args.decoding_tasks]]
-    res["decoding_requests"] = f"{len(worked)} quick-preset test tasks, seed skill + {WORKING.strip()!r}, " \
-                               f"max_tokens {args.max_reply}, temperature 0, one at a time"
-    res["decoding"] = []
-    for label in [*DECODING, "plain"]:  # plain first and last: the load may drift
+    worked = [(system + WORKING, user) for _, user in reqs[:args.decoding_tasks]]
+    res: dict = {"decoding_requests": f"{len(worked)} quick-preset test tasks, seed skill + {WORKING.strip()!r}, "
+                                      f"max_tokens {args.max_reply}, temperature 0, one at a time", "decoding": []}
+    for label in ["plain", *[x for x in labels if x != "plain"], "plain"]:
         srv = LocalServer(LIMIT_MODEL, slots=1, threads=threads, **DECODING[label])
         srv.start()
         try:
             with httpx.Client(timeout=1800) as client:
-                _post(client, srv.base_url, worked[0][0], reqs[0][1], 1, False)  # the skill prefix into the cache
+                _post(client, srv.base_url, worked[0][0], reqs[-1][1], 1, False)  # the skill prefix into the cache
                 row = {"settings": label, "uptime": _uptime(),
                        **_batch(client, srv.base_url, worked, args.max_reply, False, 1)}
         finally:
@@ -311,8 +321,23 @@ def limit(args) -> None:
     base_rate = sum(plain) / len(plain)
     res["speedup_vs_plain"] = {r["settings"]: round(r["gen_tok_s"] / base_rate, 3)
                                for r in res["decoding"] if r["settings"] != "plain"}
+    return res
+
+
+def decoding_only(args) -> None:
+    """`--decoding LABEL...`: only the decoding comparison, added to the result file's `limit.decoding_more`."""
+    from skillopt.models.local import cpu_threads
+
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
+    threads = args.limit_threads or cpu_threads()[0]
+    reqs = quick_requests(args.concurrency + args.decoding_tasks + 1)[args.concurrency:]
+    res = {"threads": threads, "uptime": [_uptime()],
+           "command": f"python perf/local_model.py --decoding {' '.join(repr(x) for x in args.decoding)} "
+                      f"--decoding-tasks {args.decoding_tasks} --max-reply {args.max_reply}",
+           **decoding(reqs, reqs[0][0], threads, args, args.decoding)}
     res["uptime"].append(_uptime())
-    doc["limit"] = res
+    doc.setdefault("limit", {}).setdefault("decoding_more", []).append(res)
     write_json(out, doc)
 
 
@@ -335,7 +360,11 @@ def main() -> None:
     ap.add_argument("--limit-threads", type=int, default=0, help="--limit: threads (0: what skillopt picks now)")
     ap.add_argument("--decoding-tasks", type=int, default=2, help="--limit: tasks per decoding setting")
     ap.add_argument("--max-reply", type=int, default=96, help="--limit: reply cap of the preset's requests")
+    ap.add_argument("--decoding", nargs="+", choices=list(DECODING), help="only these decoding settings against "
+                    "plain (added to limit.decoding_more)")
     args = ap.parse_args()
+    if args.decoding:
+        return decoding_only(args)
     if args.limit:
         return limit(args)
     if args.serving:
