@@ -6,6 +6,12 @@ Usage: python perf/local_model.py [--models qwen2.5-coder-0.5b smollm2-135m] [--
                                   [--threads 0 1] [--no-preset] [--out perf/results/local_model.json]
        python perf/local_model.py --preset-only --code /path/to/other/checkout --label before --repeats 2
        python perf/local_model.py --serving --repeats 2
+       python perf/local_model.py --limit --tasks 4 --gen 32 --decoding-tasks 2
+       python perf/local_model.py --decoding "draft 0.5b, 3 drafted" --decoding-tasks 1
+
+`--limit`: for the 1.5B, llama.cpp's own peak (prompt tokens/s, generated tokens/s at 1 and N sequences) at
+the thread count skillopt picks, beside what the quick preset's requests get, and speculative decoding
+(the 0.5B as draft, n-gram lookup) against plain decoding on the preset's replies, interleaved.
 
 `--serving` sends the quick preset's own rollouts (the chat harness's requests for its test tasks) to
 servers started with the settings in `SETTINGS`, interleaved, and stores rollouts/min per setting.
@@ -35,7 +41,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine, quick_preset_tasks, quick_seed_skill  # noqa: E402
+from perf.common import machine, quick_preset_tasks, quick_seed_skill, write_json  # noqa: E402
 from skillopt.config import PRESETS  # noqa: E402
 from skillopt.models.local import LocalServer, weights_path  # noqa: E402
 
@@ -184,8 +190,10 @@ def preset_run(code: Path = REPO) -> dict:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
+        # a repeat would reuse the seed's rollouts from the first (engine/seed_cache.py): each run times them all
+        fresh = ["--set", "train.seed_cache=false"] if "seed_cache" in (code / "skillopt" / "config.py").read_text() else []
         proc = subprocess.run([sys.executable, "-m", "skillopt", "--runs-dir", tmp, "run", "--preset", "quick",
-                               "--run-id", "perf-quick"], cwd=code, env=env, capture_output=True, text=True)
+                               "--run-id", "perf-quick", *fresh], cwd=code, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             return {"error": proc.stderr.strip()[-500:]}
@@ -199,6 +207,138 @@ def preset_run(code: Path = REPO) -> dict:
             "steps": summary["steps"], "candidates": summary["candidates_accepted"] + summary["candidates_rejected"],
             "scores": {role: {split: (s or {}).get("hard") for split, s in by.items()}
                        for role, by in summary["scores"].items()}}
+
+
+# -- `--limit`: llama.cpp's own peak beside what a run's requests get, and speculative decoding ------------
+
+LIMIT_MODEL, DRAFT_MODEL = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
+DECODING = {  # speculative settings compared on the preset's replies, one request at a time, interleaved
+    "plain": {},
+    "draft 0.5b": {"draft": DRAFT_MODEL, "draft_max": 8},
+    "draft 0.5b, 3 drafted": {"draft": DRAFT_MODEL, "draft_max": 3},  # llama.cpp's own default
+    "lookup (n-gram)": {"lookup": True},
+}
+
+
+WORKING = "\n\nBefore the answer line, write your working as short numbered steps.\n"
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def _post(client: httpx.Client, base: str, system: str, user: str, max_tokens: int, exact: bool) -> dict:
+    body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": max_tokens, "temperature": 0, "seed": 0}
+    if exact:
+        body["ignore_eos"] = True  # exactly max_tokens: llama.cpp's own rate, independent of the reply
+    r = client.post(f"{base}/v1/chat/completions", json=body)
+    r.raise_for_status()
+    return r.json()
+
+
+def _batch(client: httpx.Client, base: str, reqs: list[tuple[str, str]], max_tokens: int, exact: bool,
+           concurrency: int) -> dict:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        outs = list(pool.map(lambda r: _post(client, base, r[0], r[1], max_tokens, exact), reqs))
+    wall = time.perf_counter() - t0
+    timings = [o["timings"] for o in outs]
+    generated = sum(t["predicted_n"] for t in timings)
+    out = {"requests": len(reqs), "in_flight": min(concurrency, len(reqs)), "wall_s": round(wall, 2),
+           "generated_tokens": generated, "gen_tok_s": round(generated / wall, 2),
+           "prompt_tokens_mean": round(sum(t["prompt_n"] for t in timings) / len(timings), 1),
+           "cached_prompt_tokens_mean": round(sum(t.get("cache_n", 0) for t in timings) / len(timings), 1)}
+    drafted = sum(t.get("draft_n", 0) for t in timings)
+    if drafted:
+        out["draft_acceptance"] = round(sum(t.get("draft_n_accepted", 0) for t in timings) / drafted, 3)
+    return out
+
+
+def limit(args) -> None:
+    """`--limit`: for the 1.5B at the thread count skillopt picks now, llama.cpp's own peak (a cold prompt's
+    tokens/s; generated tokens/s with exactly `--gen` tokens at 1 and at N sequences) beside the quick
+    preset's own requests at N in flight; then plain / draft / lookup decoding on the preset's replies,
+    one at a time, interleaved (plain first and last). `uptime` before and after each part."""
+    from skillopt.models.local import cpu_threads
+
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
+    n, threads = args.concurrency, args.limit_threads or cpu_threads()[0]
+    reqs = quick_requests(n + args.tasks + 1)
+    system = reqs[0][0]
+    res: dict = {"model": LIMIT_MODEL, "threads": threads, "slots": n, "gen": args.gen,
+                 "command": f"python perf/local_model.py --limit --tasks {args.tasks} --gen {args.gen} --max-reply {args.max_reply} "
+                            f"--decoding-tasks {args.decoding_tasks}",
+                 "uptime": [_uptime()]}
+    server = LocalServer(LIMIT_MODEL, slots=n, threads=threads)
+    server.start()
+    try:
+        with httpx.Client(timeout=1800) as client:
+            base = server.base_url
+            cold = _post(client, base, system, reqs[-1][1], 1, False)["timings"]  # nothing cached yet
+            res["peak"] = {"prompt_tokens": cold["prompt_n"], "prompt_tok_s": round(cold["prompt_per_second"], 1)}
+            one = _post(client, base, system, reqs[0][1], args.gen, True)["timings"]
+            res["peak"]["gen_tok_s_1"] = round(one["predicted_per_second"], 2)
+            res["peak"][f"gen_tok_s_{n}"] = _batch(client, base, [(system, r[1]) for r in reqs[:n]], args.gen, True,
+                                                   n)["gen_tok_s"]
+            res["uptime"].append(_uptime())
+            # other tasks than the peak's: only the skill prefix is cached, as in a run
+            res["skillopt_requests"] = _batch(client, base, reqs[n:n + args.tasks], args.max_reply, False, n)
+    finally:
+        server.stop()
+    achieved, peak_n = res["skillopt_requests"]["gen_tok_s"], res["peak"][f"gen_tok_s_{n}"]
+    res["ratio_of_peak"] = round(achieved / peak_n, 3) if peak_n else None
+    res["uptime"].append(_uptime())
+    print(json.dumps(res), flush=True)
+    res.update(decoding(reqs[n:], system, threads, args, list(DECODING)))
+    res["uptime"].append(_uptime())
+    doc["limit"] = res
+    write_json(out, doc)
+
+
+def decoding(reqs: list[tuple[str, str]], system: str, threads: int, args, labels: list[str]) -> dict:
+    """`labels` of `DECODING` on the preset's replies, one request at a time, plain first and last (the
+    load may drift); their generated tokens/s and the speedup over plain."""
+    # the best skill's replies are long (numbered working before the answer, the optimizer's "working-first"
+    # template); the seed's are often one line: the decoding comparison asks for the working
+    worked = [(system + WORKING, user) for _, user in reqs[:args.decoding_tasks]]
+    res: dict = {"decoding_requests": f"{len(worked)} quick-preset test tasks, seed skill + {WORKING.strip()!r}, "
+                                      f"max_tokens {args.max_reply}, temperature 0, one at a time", "decoding": []}
+    for label in ["plain", *[x for x in labels if x != "plain"], "plain"]:
+        srv = LocalServer(LIMIT_MODEL, slots=1, threads=threads, **DECODING[label])
+        srv.start()
+        try:
+            with httpx.Client(timeout=1800) as client:
+                _post(client, srv.base_url, worked[0][0], reqs[-1][1], 1, False)  # the skill prefix into the cache
+                row = {"settings": label, "uptime": _uptime(),
+                       **_batch(client, srv.base_url, worked, args.max_reply, False, 1)}
+        finally:
+            srv.stop()
+        res["decoding"].append(row)
+        print(json.dumps(row), flush=True)
+    plain = [r["gen_tok_s"] for r in res["decoding"] if r["settings"] == "plain"]
+    base_rate = sum(plain) / len(plain)
+    res["speedup_vs_plain"] = {r["settings"]: round(r["gen_tok_s"] / base_rate, 3)
+                               for r in res["decoding"] if r["settings"] != "plain"}
+    return res
+
+
+def decoding_only(args) -> None:
+    """`--decoding LABEL...`: only the decoding comparison, added to the result file's `limit.decoding_more`."""
+    from skillopt.models.local import cpu_threads
+
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
+    threads = args.limit_threads or cpu_threads()[0]
+    reqs = quick_requests(args.concurrency + args.decoding_tasks + 1)[args.concurrency:]
+    res = {"threads": threads, "uptime": [_uptime()],
+           "command": f"python perf/local_model.py --decoding {' '.join(repr(x) for x in args.decoding)} "
+                      f"--decoding-tasks {args.decoding_tasks} --max-reply {args.max_reply}",
+           **decoding(reqs, reqs[0][0], threads, args, args.decoding)}
+    res["uptime"].append(_uptime())
+    doc.setdefault("limit", {}).setdefault("decoding_more", []).append(res)
+    write_json(out, doc)
 
 
 def main() -> None:
@@ -215,7 +355,18 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "perf" / "results" / "local_model.json"))
     ap.add_argument("--serving", action="store_true", help="only the serving comparison of server settings")
     ap.add_argument("--tasks", type=int, default=60, help="--serving: quick-preset test tasks per measurement")
+    ap.add_argument("--limit", action="store_true", help="llama.cpp's peak beside a run's requests; speculative "
+                    "decoding (use --tasks 4 --gen 64)")
+    ap.add_argument("--limit-threads", type=int, default=0, help="--limit: threads (0: what skillopt picks now)")
+    ap.add_argument("--decoding-tasks", type=int, default=2, help="--limit: tasks per decoding setting")
+    ap.add_argument("--max-reply", type=int, default=96, help="--limit: reply cap of the preset's requests")
+    ap.add_argument("--decoding", nargs="+", choices=list(DECODING), help="only these decoding settings against "
+                    "plain (added to limit.decoding_more)")
     args = ap.parse_args()
+    if args.decoding:
+        return decoding_only(args)
+    if args.limit:
+        return limit(args)
     if args.serving:
         return serving(args)
     if args.preset_only:

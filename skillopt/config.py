@@ -72,6 +72,9 @@ class TrainConfig(_Frozen):
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
     template: Literal["none", "working-first"] = "working-first"
+    # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
+    # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
+    seed_cache: bool = True
 
 
 class GateConfig(_Frozen):
@@ -182,7 +185,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                   # suite shows they pay for their optimizer calls and screens (perf/suite.py turns them on)
                   "rules_per_step": 0},
         "limits": {"max_tokens": 320, "timeout_s": 300},
-        # a CPU serves the optimizer's calls one or two at a time: the wait for a slot counts too
+        # the embedded model's calls time out on its progress, never while queued (models/local/progress.py);
+        # 900 s is for other servers the preset may be pointed at
         "models": {"optimizer_max_tokens": 768, "timeout_s": 900},
     },
 }

@@ -15,6 +15,7 @@ from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.errors import ScorerFailed
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.engine.executor import Executor, LocalExecutor, RolloutJob
+from skillopt.engine.seed_cache import SeedCache
 from skillopt.engine.settings import Settings
 from skillopt.harness.base import Harness, Limits, Rollout
 from skillopt.models.meter import Meter
@@ -83,8 +84,10 @@ class RolloutRunner:
 
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
                  limits: Limits, meter: Meter, emit: Emitter, concurrency: int, settings: Settings,
-                 summary_tokens: int = 400, capture=None, executor: Executor | None = None):
+                 summary_tokens: int = 400, capture=None, executor: Executor | None = None,
+                 seed_cache: SeedCache | None = None):
         self.store, self.harness, self.benchmark = store, harness, benchmark
+        self.seed_cache = seed_cache  # the seed's val / test rollouts, kept across runs (engine.seed_cache)
         self.capture = capture  # traces.tokens.TokenCapture for vLLM targets, else None
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
         self.settings = settings  # the settings that matter: they make the cache key
@@ -150,14 +153,22 @@ class RolloutRunner:
         if key in self._inflight:  # a twin job (same key) is running: share its result
             return await asyncio.shield(self._inflight[key])
         done = self._inflight[key] = asyncio.get_running_loop().create_future()
+        # the seed's val / test rollouts come from an earlier run when it made them (not with token capture:
+        # its data needs the calls themselves)
+        seeds = self.seed_cache if self.seed_cache is not None and self.seed_cache.wants(version, split) \
+            and self.capture is None else None
         try:
-            async with self._sem:
-                self.meter.check()  # a safe point: nothing is in flight for this rollout yet
-                self.meter.count_rollout()
-                self.executed += 1
-                rec, rollout = await self._execute(skill, version, task, split, trial, key)
-            # saved (grouped with other rollouts, off the event loop) before it counts as done
-            await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
+            rec = await self._reuse_seed(seeds, key, task, split, version) if seeds is not None else None
+            if rec is None:
+                async with self._sem:
+                    self.meter.check()  # a safe point: nothing is in flight for this rollout yet
+                    self.meter.count_rollout()
+                    self.executed += 1
+                    rec, rollout = await self._execute(skill, version, task, split, trial, key)
+                # saved (grouped with other rollouts, off the event loop) before it counts as done
+                await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
+                if seeds is not None and not rec.errored:
+                    await asyncio.to_thread(seeds.put, key, split, rec, rollout.trace, rollout.raw_log)
         except BaseException as e:
             if isinstance(e, asyncio.CancelledError):
                 done.cancel()
@@ -173,6 +184,21 @@ class RolloutRunner:
             self.last_error = rec.error
         done.set_result(rec)
         self.emit(RolloutDone(rec, cached=False))
+        return rec
+
+    async def _reuse_seed(self, seeds: SeedCache, key: str, task: Task, split: str,
+                          version: int) -> RolloutRecord | None:
+        """The seed's rollout as an earlier run made it (`engine.seed_cache`), saved into this run with
+        its trace; this run paid nothing for it (no tokens, no cost). None: not kept."""
+        entry = await asyncio.to_thread(seeds.get, key, split)
+        if entry is None:
+            return None
+        old = entry.record
+        rec = old.model_copy(update={
+            "split": split, "version": version, "trace_file": self.store.trace_path(task.id, key),
+            "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0 if old.cost_usd is not None else None,
+            "node": None})
+        await self.store.save_rollout(rec, entry.trace, entry.raw_log)
         return rec
 
     async def _execute(self, skill: Skill, version: int, task: Task, split: str, trial: int,

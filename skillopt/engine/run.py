@@ -13,8 +13,11 @@ from pathlib import Path
 from skillopt.benchmarks.base import Benchmark, data_hash
 from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
+from skillopt.engine.eta import Plan, RunEta
+from skillopt.engine.local_threads import FollowFreeCores
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
+from skillopt.engine.seed_cache import SeedCache, default_root
 from skillopt.engine.settings import SCORING_SECTIONS, Settings
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
@@ -144,6 +147,8 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         record_prompts(store, benchmark, ("train", "val", "test"))
     state.status, state.stop_reason = "running", None
     emit = Emitter(listeners)
+    if any(m is not None and m.provider == "local" and not m.base_url for m in (specs.target, specs.optimizer)):
+        emit.listeners.append(FollowFreeCores(emit))  # threads re-chosen at each phase
     meter = parts.meter
     meter.restore(recorded_usage(store))  # what the run recorded, not its last checkpoint
     record_calls(meter, store)
@@ -158,17 +163,24 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         emit(Note(executor.note))
     with isolation(parts, benchmark, store), \
             token_capture(specs.target, store, env, cfg, emit, executor.callback_host) as capture:
+        seeds = SeedCache(default_root(), parts.settings.data_hash, lambda w: emit(Note(w))) \
+            if cfg.train.seed_cache else None
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
                                cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
-                               executor=executor)
+                               executor=executor, seed_cache=seeds)
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
                       parts.deterministic)
         trainer = Trainer(ctx, state)
+        emit.listeners.append(RunEta(emit, Plan.of(cfg, len(benchmark.tasks("val")), len(benchmark.tasks("test")),  # type: ignore[arg-type]
+                                                    trainer.total_steps), state.step))
         emit(RunStarted(store.run_id, StoredConfig.of(cfg), resumed=resumed, total_steps=trainer.total_steps,
                         step=state.step))
         try:
             asyncio.run(_train_and_test(trainer))
             state.status = "finished"
+            if seeds is not None and seeds.hits:
+                emit(Note(f"{seeds.hits} rollout(s) of the seed skill reused from an earlier run (the cache in "
+                          f"{seeds.root}; --set train.seed_cache=false runs them again)"))
         except BudgetExceeded as e:
             state.status, state.stop_reason = "stopped", e.reason
             emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))

@@ -39,8 +39,8 @@ async def _held(session: Any) -> AsyncIterator[Any]:
 class JsonPoster:
     """POST a JSON body, get a JSON object back; one keep-alive session per event loop."""
 
-    def __init__(self, timeout_s: float):
-        self.timeout_s = timeout_s
+    def __init__(self, timeout_s: float | None):
+        self.timeout_s = timeout_s  # None: no wall limit (the embedded model's calls: `models.local.progress`)
         self._sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> (session, holder)
         self._last: tuple[Any, Any] | None = None  # (loop, session) of the latest call: the fast path
         self._proxies: dict[str, str | None] = {}  # origin -> HTTP(S)_PROXY for it, looked up once
@@ -88,6 +88,17 @@ class JsonPoster:
             raise HttpTransientError(f"{what}: malformed reply: not a JSON object: {raw[:200]!r}")
         return out
 
+    async def get_json(self, url: str, timeout_s: float) -> Any:
+        """GET a JSON document within `timeout_s`; None when the server does not answer with one."""
+        import aiohttp
+
+        session = await self._session()
+        try:
+            async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s),
+                                   proxy=self._proxy(url)) as r:
+                return json.loads(await r.read()) if r.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+            return None
 
     def _proxy(self, url: str) -> str | None:
         """The proxy the standard variables name for `url` (as httpx and the SDKs honour them), looked

@@ -58,6 +58,7 @@ class OpenAIProvider:
         self._base_url_for = base_url_for  # callable(spec) -> base url, for local servers
         self._clients: dict[str, Any] = {}
         self._http = JsonPoster(timeout_s)
+        self._local_http = JsonPoster(None)  # the embedded model: limited by its progress, not the wall
         self._bases: dict[str, tuple[str, dict[str, str]]] = {}  # spec -> (chat url, headers)
 
     def _endpoint(self, spec: ModelSpec) -> tuple[str, dict[str, str]]:
@@ -147,7 +148,10 @@ class OpenAIProvider:
     async def _complete_http(self, spec: ModelSpec, body: dict[str, Any], t0: float) -> ChatResponse:
         url, headers = self._endpoint(spec)
         try:
-            r = await self._http.post(url, body, headers, str(spec))
+            if spec.provider == "local" and not spec.base_url:
+                r = await self._local_post(spec, url, body, headers)
+            else:
+                r = await self._http.post(url, body, headers, str(spec))
         except HttpTransientError as e:
             raise TransientError(str(e), e.retry_after) from e
         try:
@@ -165,6 +169,18 @@ class OpenAIProvider:
             )
         except (AttributeError, TypeError, IndexError, KeyError, ValueError) as e:  # a 200 whose body is not a reply
             raise TransientError(f"{spec}: malformed reply: {type(e).__name__}: {_short(e)}") from e
+
+    async def _local_post(self, spec: ModelSpec, url: str, body: dict[str, Any], headers: dict[str, str]) -> dict:
+        """A call to the embedded model: queued or generating is never a time-out; only a server that did
+        no work for the whole `timeout_s` is (`models.local.progress`)."""
+        from skillopt.models.local.progress import NoProgress, progress_of, within_progress
+
+        progress = progress_of(url.rsplit("/v1/", 1)[0], self._local_http.get_json)
+        try:
+            return await within_progress(self._local_http.post(url, body, headers, str(spec)), progress,
+                                         self.timeout_s)
+        except NoProgress as e:
+            raise HttpTransientError(f"{spec}: {e}") from e
 
 
 def _split_credentials(url: str) -> tuple[str, str | None]:

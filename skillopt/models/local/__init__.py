@@ -20,10 +20,10 @@ from skillopt.models.local.registry import (
     get_model,
 )
 from skillopt.models.local.server import (
-    LocalServer, ServedElsewhere, ensure_server, reserve_slots, serve_elsewhere, stop_all,
+    LocalServer, ServedElsewhere, ensure_server, reserve_slots, retune_all, serve_elsewhere, stop_all,
 )
 from skillopt.models.local.weights import check_local_model, list_local_models, pull, weights_path
 
 __all__ = ["DEFAULT_MODEL", "HOST", "MODELS", "LocalModel", "LocalModelInfo", "LocalServer", "LocalServerError",
            "ServedElsewhere", "check_local_model", "cpu_threads", "default_cache_dir", "ensure_server", "get_model",
-           "list_local_models", "pull", "reserve_slots", "serve_elsewhere", "stop_all", "weights_path"]
+           "list_local_models", "pull", "reserve_slots", "retune_all", "serve_elsewhere", "stop_all", "weights_path"]

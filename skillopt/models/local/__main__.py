@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
                  "--reply-tokens"):
         child.add_argument(flag, type=int, default=0)
     child.add_argument("--alias", required=True)
+    child.add_argument("--draft", default="")  # speculative decoding: the draft model's GGUF
+    child.add_argument("--draft-max", type=int, default=0)  # tokens drafted per step (0: llama.cpp's default)
+    child.add_argument("--lookup", action="store_true")  # speculative decoding from n-grams of the context
     child.add_argument("--verbosity", type=int, default=2)  # llama.cpp log level: 2 = warnings and errors
     args = ap.parse_args(argv)
     if args.cmd == "child":

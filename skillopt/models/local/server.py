@@ -53,7 +53,8 @@ class LocalServer:
 
     def __init__(self, name: str = DEFAULT_MODEL, port: int | None = None, slots: int | None = None,
                  ctx_per_slot: int | None = None, threads: int | None = None, reply_tokens: int | None = None,
-                 cache_dir: Path | None = None, startup_timeout_s: float = 180.0):
+                 cache_dir: Path | None = None, startup_timeout_s: float = 180.0, draft: str | None = None,
+                 draft_max: int = 0, lookup: bool = False):
         self.model = get_model(name)
         self.port = port or 0
         self.slots = min(MAX_SLOTS, slots or self.model.slots)
@@ -63,6 +64,9 @@ class LocalServer:
         self.threads = self._prompt_threads = 0  # set by `_spawn`
         self.cache_dir = cache_dir or default_cache_dir()
         self.startup_timeout_s = startup_timeout_s
+        # speculative decoding (perf/local_model.py measures it): a smaller model of the same tokenizer drafts
+        # `draft_max` tokens the model checks in one step, or (`lookup`) drafts come from n-grams of the context
+        self.draft, self.draft_max, self.lookup = (get_model(draft).name if draft else None), draft_max, lookup
         self.owner_pid = os.getpid()
         self.restarts = 0
         self._proc: subprocess.Popen | None = None
@@ -132,6 +136,10 @@ class LocalServer:
                "--kv", str(max(self.model.kv_tokens, self.ctx_per_slot)),
                "--parent", str(os.getpid()), "--threads", str(self.threads),
                "--batch-threads", str(self.batch_threads), "--reply-tokens", str(self.reply_tokens)]
+        if self.draft:
+            cmd += ["--draft", str(weights_path(self.draft, cache_dir=self.cache_dir)), "--draft-max", str(self.draft_max)]
+        if self.lookup:
+            cmd += ["--lookup"]
         ready_r, ready_w = os.pipe()
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start {self.model.name}\n".encode())
@@ -218,6 +226,30 @@ class LocalServer:
             self.restarts += 1
             return self.start()
 
+    def at_work(self) -> bool:
+        """Whether a slot is reading a prompt or generating now (True when `/slots` does not answer)."""
+        try:
+            with _LOOPBACK.open(f"{self.base_url}/slots", timeout=10) as r:
+                slots = json.loads(r.read())
+        except (urllib.error.URLError, OSError, ValueError, LocalServerError):
+            return True
+        return not isinstance(slots, list) or any(isinstance(s, dict) and s.get("is_processing") for s in slots)
+
+    def retune(self) -> tuple[int, int] | None:
+        """Follow the machine: when the CPUs free now call for another thread count than the server
+        runs with (`registry.threads_for`), and no slot is at work, restart it with that many (same
+        port; the prompt cache is lost). Returns (old, new) threads when it restarted, else None.
+        A server started with `threads=` keeps them."""
+        with self._lock:
+            if self._threads_asked or not self.alive():
+                return None
+            generation, _ = cpu_threads()
+            if generation == self.threads or self.at_work():
+                return None
+            old = self.threads
+            self.restart()
+            return old, self.threads
+
     def ensure_running(self) -> LocalServer:
         """Start if never started; restart if the child died (crash recovery)."""
         with self._lock:
@@ -294,6 +326,16 @@ def reserve_slots(name: str, slots: int) -> None:
                 server.restart()
 
 
+def retune_all() -> list[str]:
+    """`LocalServer.retune` for every server this process started; a line for each one that changed."""
+    lines = []
+    for server in list(_RUNNING):
+        if server.owner_pid == os.getpid() and (change := server.retune()) is not None:
+            lines.append(f"local model {server.model.name}: {change[0]} -> {change[1]} thread(s), "
+                         f"the CPUs free now")
+    return lines
+
+
 def stop_all() -> None:
     """Stop every server this process started (runs at exit)."""
     for server in list(_RUNNING):
@@ -350,6 +392,9 @@ def _child(args) -> None:
         params.cpuparams.n_threads = args.threads
         params.cpuparams_batch.n_threads = max(args.threads, args.batch_threads)
     params.hostnames = [HOST]
+    from skillopt.models.local.speculative import configure
+
+    configure(params, args)
     server = None
     for port in dict.fromkeys([args.port, 0]):  # a busy port: let the OS pick a free one
         params.port = port
