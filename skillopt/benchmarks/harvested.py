@@ -31,7 +31,7 @@ from typing import Any
 
 from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.benchmarks.registry import benchmark
-from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, minimal_env, run_limited
 from skillopt.errors import BadInput
 from skillopt.harvest.schema import HarvestedTask
 from skillopt.sandbox import Sandbox, interpreter_paths

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.benchmarks.registry import benchmark
-from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, minimal_env, run_limited
 from skillopt.git import apply_with_fallbacks, base_commit, git, local_runner
 from skillopt.benchmarks.swe_grading import (
     APPLY_PATCH_FAIL,

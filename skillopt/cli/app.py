@@ -135,15 +135,6 @@ def load_env() -> dict[str, str]:
     return read_environment()
 
 
-def protect(cfg):
-    """Register the secrets a resolved configuration holds (options under key-like names, `env`
-    values, URL credentials) for redaction; returns `cfg`."""
-    from skillopt.store.redact import register_secrets, secrets_in
-
-    register_secrets(*secrets_in(cfg.model_dump(mode="json")))
-    return cfg
-
-
 def fail(message: str) -> None:
     raise BadInput(message)
 

@@ -163,9 +163,6 @@ class RunIndex:
                  json.dumps(redact(gate)) if gate else None, v.created_at),
             )
 
-    def add_rollout(self, run_id: str, r: RolloutRecord) -> None:
-        self.add_rollouts(run_id, [r])
-
     def add_rollouts(self, run_id: str, records: list[RolloutRecord], replace: bool = True) -> None:
         """Many rollouts in one transaction. `replace=False` keeps rows already there."""
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"

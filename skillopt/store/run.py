@@ -166,10 +166,6 @@ class RunStore:
             release_lock(fd)
 
     @property
-    def locked(self) -> bool:
-        return self._lock_fd is not None
-
-    @property
     def run_id(self) -> str:
         return self.root.name
 
