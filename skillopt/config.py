@@ -21,8 +21,8 @@ from skillopt.benchmarks.base import SplitSizes
 from skillopt.errors import BadInput
 from skillopt.harness.base import Limits
 from skillopt.models.meter import Budget
-from skillopt.store.files import read_user_text
-from skillopt.store.redact import redact
+from skillopt.io.files import read_user_text
+from skillopt.io.redact import redact
 
 Count = Annotated[int, Field(ge=1)]  # sizes and counts: at least one
 Seconds = Annotated[float, Field(gt=0)]

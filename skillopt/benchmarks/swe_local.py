@@ -55,8 +55,8 @@ from skillopt.benchmarks.swe_grading import (
 )
 from skillopt.errors import BadInput
 from skillopt.sandbox import Sandbox, interpreter_paths
-from skillopt.store.files import atomic_write_text
-from skillopt.store.run import safe_name
+from skillopt.io.files import atomic_write_text
+from skillopt.io.names import safe_name
 
 SHIPPED_TASKS = Path(__file__).resolve().parents[2] / "benchmarks" / "swe_local" / "tasks.jsonl"
 DEFAULT_TEST_CMD = ("python", "-m", "pytest", "-rA", "-p", "no:cacheprovider")

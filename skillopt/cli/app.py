@@ -20,8 +20,8 @@ from typer.core import TyperGroup
 
 from skillopt import __version__
 from skillopt.errors import BadInput, SkilloptError
+from skillopt.progress.console import console  # stderr; the progress views print to it too
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -84,7 +84,7 @@ class _Group(TyperGroup):
 
 def _masked(e: BaseException) -> str:
     """An error's message as stderr shows it: secrets masked, as on disk."""
-    from skillopt.store.redact import redact
+    from skillopt.io.redact import redact
 
     return redact(str(e))
 

@@ -19,7 +19,7 @@ from skillopt.engine.setup import (
 from skillopt.harness.workspace import check_skill_name
 from skillopt.errors import RunFailed
 from skillopt.models import ProviderEnv
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.index import RunIndex
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef

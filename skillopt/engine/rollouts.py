@@ -22,7 +22,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord
 from skillopt.skill import Skill
 from skillopt.store.schema import RolloutRecord
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
 from skillopt.traces.trigger import skill_loaded

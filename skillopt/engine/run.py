@@ -29,7 +29,7 @@ from skillopt.skill import Skill
 from skillopt.stats import PairedLift, paired_lift
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.scores import latest_per_trial
-from skillopt.store.redact import masked_paths, redact
+from skillopt.io.redact import masked_paths, redact
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 
 if TYPE_CHECKING:
-    from skillopt.config import StoredConfig  # config imports store.files: not at run time
+    from skillopt.config import StoredConfig  # typing only
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 

@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md section 7). Every file goes through `store.files` (atomic)."""
+"""The run directory (DESIGN.md section 7). Every file goes through `io.files` (atomic)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
-from skillopt.store.files import (
+from skillopt.io.names import safe_name
+from skillopt.io.files import (
     append_jsonl, atomic_write_json, check_writable_folder, release_lock, try_lock, atomic_write_text, count_lines,
     json_line, read_jsonl, read_records, write_new_text,
 )
@@ -26,7 +27,7 @@ from skillopt.store.schema import (
     Candidate, ConsolidationMetrics, GateDecision, MetricLine, Reflection, RolloutRecord, RunState, RunSummary,
     SkillVersion, StepBatch, StepMetrics,
 )
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
 from skillopt.traces.events import TraceEvent
 
@@ -34,16 +35,9 @@ if TYPE_CHECKING:
     from skillopt.config import StoredConfig
 
 M = TypeVar("M", bound=BaseModel)
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 INDEX_NAME = "skillopt.db"  # the runs folder's SQLite index (and its -wal, -shm, -journal files)
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _METRIC_LINE: TypeAdapter[StepMetrics | ConsolidationMetrics] = TypeAdapter(MetricLine)
-
-
-def safe_name(text: str) -> str:
-    """`text` as one file name: no separators, never `.` or `..` (so it cannot leave its folder)."""
-    name = _SAFE.sub("_", text)[:120] or "_"
-    return "_" + name[1:] if name.startswith(".") else name
 
 
 def check_run_id(run_id: str) -> str:
@@ -175,7 +169,7 @@ class RunStore:
                           yaml.safe_dump(redact(config.layer()), sort_keys=False, allow_unicode=True))
 
     def read_config(self) -> StoredConfig:
-        from skillopt.config import StoredConfig  # config imports store.files: not at module level
+        from skillopt.config import StoredConfig  # lazy: config is the floor below, and heavy to import
 
         path = self.root / "config.yaml"
         try:
