@@ -171,6 +171,14 @@ class DrivesContainerFromHost(Protocol):
 
 
 @runtime_checkable
+class LabelsByRun(Protocol):
+    """Optional capability: a benchmark that labels what it starts (Docker containers) with the run
+    it serves, so a run's leftovers can be found and removed; told the run id before any rollout."""
+
+    def bind_run(self, run_id: str) -> None: ...
+
+
+@runtime_checkable
 class RunsContainers(Protocol):
     """A benchmark whose rollouts start Docker containers (the agent's, the grading's): on a Ray
     cluster each of its rollouts asks a node for one unit of the custom `docker` resource."""

@@ -21,6 +21,7 @@ from skillopt.errors import RunFailed
 from skillopt.models import ProviderEnv
 from skillopt.io.redact import redact
 from skillopt.store.index import RunIndex
+from skillopt.store.layout import index_path
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
@@ -102,11 +103,11 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
                          versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
     store.write_summary(summary)
-    index = RunIndex(runs_dir / "skillopt.db")
+    index = RunIndex(index_path(runs_dir))
     index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
     index.upsert_version(store.run_id, v)
     index.add_rollouts(store.run_id, records)  # one transaction
-    index.mark_complete(store.run_id, store.root / "rollouts.jsonl")  # readers may use the index alone
+    index.mark_complete(store.run_id, store.paths.rollouts)  # readers may use the index alone
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits, store.root, ref.label, cfg.benchmark,
                       trigger_rate(records))

@@ -90,7 +90,7 @@ class RolloutRunner:
         self.settings = settings  # the settings that matter: they make the cache key
         self.summary_tokens = summary_tokens
         self.concurrency = max(1, concurrency)
-        self.executor = executor or LocalExecutor(harness, benchmark, limits, store.root / "work", os.getpid(),
+        self.executor = executor or LocalExecutor(harness, benchmark, limits, store.paths.work, os.getpid(),
                                                   concurrency)
         self._sem = Slots(self.concurrency, self.executor.slots())
         # errored rollouts (infrastructure failures) are on disk as spent calls, never as results

@@ -27,6 +27,7 @@ from skillopt.models import ProviderEnv
 from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
 from skillopt.stats import PairedLift, paired_lift
+from skillopt.store.layout import RunPaths
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.scores import latest_per_trial
 from skillopt.io.redact import masked_paths, redact
@@ -44,7 +45,7 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
     with open_benchmark(cfg, benchmark) as benchmark:
         seed = seed_skill(cfg, seed)
         check_splits(cfg, benchmark, ("train", "val"))
-        parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
+        parts = build_parts(cfg, benchmark, env, RunPaths.of(runs_dir, run_id).responses)
         size_local_models(specs, cfg.train.concurrency)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
             if not resume:  # every check of a new run before its endpoints are asked, then its folder
@@ -72,7 +73,7 @@ def _mark_interrupted(store: RunStore, cfg: RunConfig, settings: Settings, seed:
     `stopped` (interrupted), never `running` or `new` forever; a resume continues it."""
     state = store.read_state()
     if state is None:
-        if not (store.root / "config.yaml").exists():
+        if not store.paths.config.exists():
             store.write_config(StoredConfig.of(cfg))
         if not store.versions():
             store.add_version(seed, parent=None, origin="seed", status="seed")

@@ -9,6 +9,7 @@ missing ones are run, as an evaluation run (`skillopt.engine.evaluate.evaluate_s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from skillopt.engine.settings import settings_that_matter
 from skillopt.harness.registry import HarnessContext, make_harness
 from skillopt.models import Models
 from skillopt.models.types import ProviderEnv
+from skillopt.store.layout import rollout_files
 from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore
@@ -44,18 +46,19 @@ def find_rollouts(runs_dir: Path, keys: set[str],
     found: dict[str, tuple[str, RolloutRecord]] = {}
     if not keys:
         return found
-    for path in sorted(runs_dir.glob("*/rollouts.jsonl")):
+    for run_id, path in rollout_files(runs_dir):
         with path.open(encoding="utf-8") as f:
             for line in f:
-                key = line[8:72] if line.startswith('{"key":"') else None
-                if key is not None and (key not in keys or (key in found and errored is None)):
-                    continue
-                try:
+                try:  # the key first (a cheap parse); the record only for a wanted key
+                    data = json.loads(line)
+                    key = data.get("key") if isinstance(data, dict) else None
+                    if key not in keys or (key in found and errored is None):
+                        continue
                     rec = RolloutRecord.model_validate_json(line)
                 except ValueError:
                     continue  # a torn last line of an interrupted run
                 if rec.key in keys and rec.key not in found and not rec.errored:  # errored: run again
-                    found[rec.key] = (path.parent.name, rec)
+                    found[rec.key] = (run_id, rec)
                 elif errored is not None and rec.key in keys and rec.errored:
                     errored[rec.key] = rec
     return found
