@@ -88,6 +88,13 @@ def data_hash(tasks: Sequence[Task]) -> str:
     return h.hexdigest()[:16]
 
 
+def split_data_hash(benchmark: Benchmark) -> str:
+    """The data hash a run records (its summary; an evaluation's, compare's): the tasks of the train,
+    val and test splits. (`engine.settings.Settings.data_hash`, part of a run's fingerprint, hashes
+    `tasks("all")`; both stay what earlier runs recorded.)"""
+    return data_hash([t for s in ("train", "val", "test") for t in benchmark.tasks(s)])  # type: ignore[arg-type]
+
+
 class SplitTasks:
     """Split assignment, task lookup and the data hash for a benchmark that holds its tasks in
     memory: the class gives `sizes` and `_by_id` (every task by id, in the data's order)."""

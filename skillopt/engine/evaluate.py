@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, data_hash
+from skillopt.benchmarks.base import Benchmark, split_data_hash
 from skillopt.config import RunConfig, StoredConfig
 from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
@@ -97,9 +97,8 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished",
                                fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
-    every = [t for s in ("train", "val", "test") for t in benchmark.tasks(s)]  # type: ignore[arg-type]
     summary = RunSummary(run_id=store.run_id, status="finished", benchmark=cfg.benchmark, harness=cfg.harness,
-                         target_model=cfg.target_model, optimizer_model="", data_hash=data_hash(every),
+                         target_model=cfg.target_model, optimizer_model="", data_hash=split_data_hash(benchmark),
                          versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
     store.write_summary(summary)

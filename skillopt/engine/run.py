@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, data_hash
+from skillopt.benchmarks.base import Benchmark, split_data_hash
 from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
@@ -229,7 +229,6 @@ def _test_lift(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str
 def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> RunSummary:
     st, store, cfg = trainer.state, trainer.ctx.store, trainer.ctx.cfg
     versions = store.versions()
-    tasks = [t for s in ("train", "val", "test") for t in benchmark.tasks(s)]  # type: ignore[arg-type]
     roles = {"seed": 0, "best": st.best}
     every = trainer.ctx.store.rollouts()  # parsed once (it was once per role and split: 4 x 100,000 records)
     records = {(role, split): _records_for(trainer, v, split, every) for role, v in roles.items()
@@ -252,7 +251,7 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
                     rejected_edits += len(c.edits)
     return RunSummary(
         run_id=store.run_id, status=st.status, benchmark=cfg.benchmark, harness=cfg.harness,
-        target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=data_hash(tasks),
+        target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=split_data_hash(benchmark),
         versions=roles, scores=scores, test_delta=lift.interval if lift else None, test_wins=lift.wins if lift else 0,
         test_losses=lift.losses if lift else 0,
         gate_decisions=decisions, val_rollouts=val_rollouts, candidates=candidates,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, Task, data_hash
+from skillopt.benchmarks.base import Benchmark, Task, split_data_hash
 from skillopt.config import RunConfig
 from skillopt.engine.events import Listener
 from skillopt.engine.settings import settings_that_matter
@@ -97,8 +97,7 @@ def score_skill(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: 
     # a scored rollout per key; where none, its errored one (compare counts it apart, never scores it)
     records = {s: [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})
                    for k in w if k in found or k in failed] for s, w in wanted.items()}
-    tasks_now = [t for s in ("train", "val", "test") for t in bench.tasks(s)]  # type: ignore[arg-type]
-    return ScoredSkill(skill.sha, records, cached, len(found) - cached, data_hash(tasks_now))
+    return ScoredSkill(skill.sha, records, cached, len(found) - cached, split_data_hash(bench))
 
 
 def _best_source(runs_dir: Path, found: dict[str, tuple[str, RolloutRecord]]) -> RunStore | None:
