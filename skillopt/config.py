@@ -24,8 +24,10 @@ from skillopt.models.meter import Budget
 from skillopt.io.files import read_user_text
 from skillopt.io.redact import redact
 
-Count = Annotated[int, Field(ge=1)]  # sizes and counts: at least one
-Seconds = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=1, le=1_000_000)]  # sizes and counts: at least one (and not absurd)
+Seconds = Annotated[float, Field(gt=0, le=7 * 86400)]  # a week at most
+Workers = Annotated[int, Field(ge=1, le=512)]  # things run at once
+Price = Annotated[float, Field(ge=0, le=10_000)]  # USD per million tokens
 
 
 class _Frozen(BaseModel):
@@ -41,11 +43,11 @@ class LearningRate(_Frozen):
 
 
 class TrainConfig(_Frozen):
-    epochs: Count = 2
+    epochs: Annotated[int, Field(ge=1, le=1000)] = 2
     batch_size: Count = 8
     minibatch_size: Count = 4
-    trials: Count = 1
-    concurrency: Count = 4
+    trials: Annotated[int, Field(ge=1, le=100)] = 1
+    concurrency: Workers = 4
     learning_rate: LearningRate = LearningRate()
     skill_token_cap: Count = 2000
     include_successes: Annotated[int, Field(ge=0)] = 2  # successes shown per reflection minibatch
@@ -57,9 +59,10 @@ class TrainConfig(_Frozen):
     ablations_per_step: Annotated[int, Field(ge=0)] = 1  # single-edit candidates out of rejected bundles
     screen: bool = True  # check each candidate on its train tasks before validation (GEPA's minibatch test)
     leakage_check: bool = True  # reject edits that copy task text, before any rollout
-    retry_errored: Annotated[int, Field(ge=0)] = 2  # extra tries of a rollout that errored (infrastructure), later
+    retry_errored: Annotated[int, Field(ge=0, le=100)] = 2  # extra tries of a rollout that errored (infrastructure), later
     description: bool = False  # also train the front-matter description (whether agents load the skill)
     rules_per_step: Annotated[int, Field(ge=0)] = 2  # rules learned from the scorer's feedback, one per cluster
+    rule_examples: Annotated[int, Field(ge=0, le=5)] = 2  # train answers each rule quotes: expected vs written
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
     template: Literal["none", "working-first"] = "working-first"
@@ -73,7 +76,7 @@ class GateConfig(_Frozen):
     min_effect: Annotated[float, Field(gt=0, le=1)] = 0.1  # improvement per pair worth detecting; below it, stop early
     interim_alpha: Annotated[float, Field(ge=0, le=0.5)] = 0.005  # p-value that accepts before every pair is in
     futility: Annotated[float, Field(ge=0, lt=1)] = 0.05  # stop when the chance of still accepting falls below this
-    trials: Count = 1  # pairs per validation task
+    trials: Annotated[int, Field(ge=1, le=100)] = 1  # pairs per validation task
     deterministic: Literal["auto", "on", "off"] = "auto"  # temperature 0 + seed where the target allows
     seed: int = 0  # sampling seed of deterministic rollouts
     per_step: Count = 1  # screened candidates gated per step, best screen first
@@ -99,11 +102,11 @@ class GateConfig(_Frozen):
 
 class ModelsConfig(_Frozen):
     timeout_s: Seconds = 180.0
-    retries: Annotated[int, Field(ge=0)] = 4  # retries after the first try of a call (0: one try)
+    retries: Annotated[int, Field(ge=0, le=100)] = 4  # retries after the first try of a call (0: one try)
     retry_base_delay_s: Annotated[float, Field(ge=0, le=600)] = 1.0
     optimizer_temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     optimizer_max_tokens: Count = 2048
-    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    prices: dict[str, tuple[Price, Price]] = Field(default_factory=dict)  # (input, output) per 1M tokens
 
 
 class ExecutorConfig(_Frozen):
@@ -117,7 +120,7 @@ class ExecutorConfig(_Frozen):
     num_cpus: Annotated[float, Field(ge=0)] = 1.0  # per rollout
     memory_mb: Count | None = None  # per rollout (Ray's memory resource)
     resources: dict[str, float] = Field(default_factory=dict)  # more per rollout; container benchmarks add docker: 1
-    max_retries: Annotated[int, Field(ge=0)] = 3  # a rollout whose worker or node was lost runs again elsewhere
+    max_retries: Annotated[int, Field(ge=0, le=100)] = 3  # a rollout whose worker or node was lost runs again elsewhere
     work_dir: str | None = None  # on each node: workspaces and grading logs (default: its temp folder)
 
 

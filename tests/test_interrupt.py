@@ -55,6 +55,9 @@ def test_an_interrupted_run_is_saved_marked_and_resumable(tmp_path, sig, code):
         assert "skillopt run --resume r --runs-dir out" in err, err[-2000:]
         state = json.loads((tmp_path / "out" / "r" / "state.json").read_text())
         assert (state["status"], state["stop_reason"]) == ("stopped", "interrupted")
+        listed = subprocess.run([sys.executable, "-m", "skillopt", "--runs-dir", "out", "runs", "list"], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert listed.stdout.splitlines()[1].split()[:2] == ["r", "train:interrupted"], listed.stdout
         script.delay_s = 0.0
         with open(tmp_path / "out" / "r" / "rollouts.jsonl", "a") as f:  # damage found on resume: named, not skipped
             f.write("not a record\n")

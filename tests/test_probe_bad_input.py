@@ -82,6 +82,11 @@ BAD_SETTINGS: list[tuple[str, str, str]] = [
     ("budget.max_cost_usd", "-1", "budget.max_cost_usd"), ("budget.max_cost_usd", "0", "budget.max_cost_usd"),
     ("budget.max_cost_usd", ".nan", "budget.max_cost_usd"), ("budget.max_rollouts", "0", "budget.max_rollouts"),
     ("budget.max_rollouts", "true", "budget.max_rollouts"), ("budget.max_tokens", "0", "budget.max_tokens"),
+    # upper bounds: a value no run could mean (it would hang or exhaust the machine)
+    ("train.concurrency", "100000", "train.concurrency"), ("train.epochs", "1000000", "train.epochs"),
+    ("gate.trials", "1000", "gate.trials"), ("models.retries", "100000", "models.retries"),
+    ("limits.timeout_s", "1e12", "limits.timeout_s"), ("models.timeout_s", "1e12", "models.timeout_s"),
+    ("models.prices", "{m: [-1, 2]}", "models.prices"), ("train.retry_errored", "1000", "retry_errored"),
     ("splits.train", "-1", "splits.train"), ("splits.val", "-1", "splits.val"), ("splits.test", "-1", "splits.test"),
     ("splits.val", "abc", "splits.val"), ("splits.train", "true", "splits.train"),
     ("executor.kind", "k8s", "executor.kind"), ("executor.num_cpus", "-1", "executor.num_cpus"),
@@ -397,6 +402,20 @@ def test_a_rejected_key_is_one_line_before_the_run_exists(place, monkeypatch, st
     assert res.exit_code == 2 and len(lines) == 1, res.output
     assert f"the target model {spec} refused the key" in lines[0] and f"HTTP {status}" in lines[0], lines
     assert _tree(place) == before
+
+
+def test_a_model_a_vllm_server_does_not_serve_is_one_line_before_the_run_exists(place, monkeypatch):
+    from tests.fakes.server import FakeModelServer, FakeReply
+
+    monkeypatch.chdir(place)
+    with FakeModelServer(lambda req: FakeReply(text="Answer: 1"), models=("Qwen/Qwen3-8B",)) as srv:
+        good, bad = f"vllm:Qwen/Qwen3-8B@{srv.openai_url}", f"vllm:qwen3-8b@{srv.openai_url}"
+        before = _tree(place)
+        res = CliRunner().invoke(app, _run("--target-model", good, "--optimizer-model", bad))
+    lines = [x for x in res.output.strip().splitlines() if x.strip()]
+    assert res.exit_code == 2 and len(lines) == 1, res.output
+    assert f"the optimizer model {bad}" in lines[0] and "serves Qwen/Qwen3-8B, not 'qwen3-8b'" in lines[0], lines
+    assert _tree(place) == before and len(srv.requests) == 1  # one listing for both roles
 
 
 def test_traces_show_honours_the_version_of_a_run_reference(tmp_path, monkeypatch):

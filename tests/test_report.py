@@ -425,6 +425,8 @@ def test_heatmap_cells_open_their_rollouts_in_the_page(tmp_path_factory, tmp_pat
     assert set(links) <= ids
     one = html.split(f'id="{links[0]}"', 1)[1].split('class="card rollout"', 1)[0]
     assert "Answer:" in one and "trace summary (what the optimizer reads)" in one and "skill: given in the system prompt" in one
+    task = int(one.split("<b>item-", 1)[1].split("</b>", 1)[0])  # the task's prompt, above its rollouts
+    assert f'prompt:</p><pre class="prompt">What is the secret code of item {task}?' in one, one[:600]
     assert ".rollout:target { display: block;" in html and "<script" not in html
 
 

@@ -76,9 +76,14 @@ def test_a_rule_learned_from_the_expected_answers_is_gated_and_accepted(tmp_path
     rule = next(c for c in cands if c["origin"] == "rules")
     assert rule["status"] == "accepted", rule
     assert rule["rationale"].startswith("answer-present: ")
-    assert rule["edits"][0]["text"] == f"## Rules\n\n- {CONVENTION}"
+    text = rule["edits"][0]["text"]  # the rule, then answers of its own train failures, expected beside written
+    quoted = re.fullmatch(rf"## Rules\n\n- {re.escape(CONVENTION)} For example: (.*)\.", text)
+    assert quoted, text
+    pairs = re.findall(r"'ZETA-(\d+)', not 'zeta (\d+)'", quoted.group(1))
+    assert 1 <= len(pairs) <= 2 and all(a == b for a, b in pairs), quoted.group(1)
+    assert {f"item-{int(a):02d}" for a, _ in pairs} <= set(rule["edits"][0]["evidence"])
     best = Skill.parse((run / "best_skill.md").read_text())
-    assert rules_in(best) == [CONVENTION]
+    assert [x.split(" For example: ")[0] for x in rules_in(best)] == [CONVENTION]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["scores"]["best"]["test"]["hard"] == 1.0 and summary["scores"]["seed"]["test"]["hard"] == 0.0
 
@@ -93,6 +98,30 @@ def test_a_second_rule_is_a_bullet_added_to_the_rules_section():
     two = apply_edits(one, [rule_edit(one, "Second rule of the kind.", "why", [])]).skill
     assert rules_in(two) == ["First rule of the kind.", "Second rule of the kind."]
     assert two.body.count("## Rules") == 1
+
+
+def test_a_rules_quoted_answers_are_its_own_evidence_and_its_words_are_checked_in_full():
+    from skillopt.benchmarks.base import Task
+    from skillopt.engine.candidates import leaks
+    from skillopt.optimizer.rules import rule_edit, with_examples
+    from skillopt.optimizer.types import Candidate
+
+    seed = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nDo it.\n")
+    shown = [Task(id=f"t{i}", prompt=f"Which sport is played in the big stadium number {i} of the town?",
+                  answers=(a,)) for i, a in enumerate(("soccer", "membrane", "cricket"))]
+    fails = [_scored("t0", "Answer: Association football", "soccer"), _scored("t1", "Answer: Cell membrane", "membrane"),
+             _scored("t2", "Answer: cricket", "cricket")]  # the last one differs in nothing: never quoted
+    rule = with_examples("Use the shortest common name.", fails, 2)
+    assert rule == "Use the shortest common name. For example: 'soccer', not 'Association football'; " \
+                   "'membrane', not 'Cell membrane'."
+    assert with_examples("Use the shortest common name.", fails, 0) == "Use the shortest common name."  # the switch
+    cand = Candidate(id="", step=1, origin="rules", parent=0, edits=[rule_edit(seed, rule, "why", ["t0", "t1"])])
+    assert leaks(cand, cand.edits, shown, seed) == []
+    # the rule's own words may not carry a train answer, nor its quotes another task's words
+    bad_rule = rule_edit(seed, "Cricket is a sport. For example: 'soccer', not 'football'.", "why", ["t0"])
+    assert "reference answer" in str(leaks(cand.model_copy(update={"edits": [bad_rule]}), [bad_rule], shown, seed)[0])
+    copied = rule_edit(seed, "Use short names. For example: 'the big stadium number 2 of the town'.", "why", ["t0"])
+    assert leaks(cand.model_copy(update={"edits": [copied]}), [copied], shown, seed)
 
 
 def _scored(tid: str, output: str, reference: str, hard: float = 0.0, feedback: str = "", error=None):

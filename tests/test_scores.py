@@ -86,6 +86,10 @@ def test_errored_rollouts_are_no_score_in_any_view(tmp_path_factory):
     assert len(cmp["warnings"]) == 1  # the failed run, said once though it is compared with itself
     r = cli("compare", "dead:seed", "dead:best", "--split", "val", runs_dir=runs)
     assert r.exit_code == 0 and "0.000" not in r.stdout
+    # one rollout's trace
+    task = json.loads((runs / "dead" / "rollouts.jsonl").read_text().splitlines()[0])["task_id"]
+    r = cli("traces", "show", "dead:seed", task, runs_dir=runs)
+    assert r.exit_code == 0 and "errored (infrastructure, not a score)" in r.stdout and "hard=" not in r.stdout
     # the report
     md = cli("report", "dead", "--format", "markdown", runs_dir=runs).stdout
     assert "| baseline (seed) | v000 | - | 0 | 8 | - | 0 | 0 |" in md and "0.000" not in md
@@ -188,6 +192,15 @@ def test_runs_list_never_wraps_words(tmp_path_factory, tmp_path):
     lines = [x for x in t.stdout.splitlines() if x.strip()]
     assert t.returncode == 0 and len(lines) == 2 and all(len(x) <= 80 for x in lines), t.stdout
     assert lines[1].split()[:2] == ["dead", "train:failed"]
+    # one damaged run is listed as such (and warned about); the others are still listed
+    (runs / "broken").mkdir()
+    (runs / "broken" / "config.yaml").write_text("benchmark: [\n")
+    r = cli("runs", "list", runs_dir=runs)
+    lines = r.stdout.splitlines()
+    assert r.exit_code == 0 and [x.split()[:2] for x in lines[1:]] == [["dead", "train:failed"], ["broken", "?:damaged"]]
+    assert "warning: run broken is damaged:" in r.stderr and "not valid YAML" in r.stderr
+    rows = json.loads(cli("runs", "list", "--json", runs_dir=runs).stdout)
+    assert [x["status"] for x in rows] == ["failed", "damaged"] and "not valid YAML" in rows[1]["problem"]
     from skillopt.cli.runs import short_spec
 
     assert short_spec("vllm:Qwen/Qwen2.5-Coder-32B-Instruct@http://gpu-17.example.com:8000/v1", 36) \

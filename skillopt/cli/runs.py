@@ -34,6 +34,9 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print the runs as 
             break
     for line in [header, *cells]:  # plain columns, one line per run: nothing wraps, ids stay whole
         typer.echo("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip())
+    for r in rows:
+        if r.problem:
+            typer.echo(f"warning: run {r.run_id} is damaged: {r.problem}", err=True)
 
 
 LIST_COLUMNS = ("run", "status", "benchmark", "harness", "target", "versions", "val (seed -> best)", "test best",

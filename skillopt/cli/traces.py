@@ -72,7 +72,8 @@ def _print_rollout(store: RunStore, rec: RolloutRecord, raw: bool, limit: int | 
     out.print(f"== {rec.task_id}  v{rec.version:03d}  {rec.split}  trial {rec.trial}  {rec.harness} / {rec.model}",
               markup=False)
     cost = "-" if rec.cost_usd is None else f"${rec.cost_usd:.4f}"
-    out.print(f"score hard={rec.hard:g} soft={rec.soft:.3f}  tokens in/out={rec.input_tokens}/{rec.output_tokens}  "
+    score = "errored (infrastructure, not a score)" if rec.errored else f"score hard={rec.hard:g} soft={rec.soft:.3f}"
+    out.print(f"{score}  tokens in/out={rec.input_tokens}/{rec.output_tokens}  "
               f"cost={cost}  {rec.duration_s:.1f}s" + (f"  ERROR: {rec.error}" if rec.error else ""), markup=False)
     if rec.feedback:
         out.print(f"feedback: {_cut(rec.feedback, limit)}", markup=False)

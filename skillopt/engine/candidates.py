@@ -16,7 +16,7 @@ from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
-from skillopt.optimizer.rules import RuleProposer
+from skillopt.optimizer.rules import EXAMPLES, RuleProposer
 from skillopt.optimizer.template import template
 from skillopt.optimizer.types import Candidate
 from skillopt.skill import Skill
@@ -38,7 +38,7 @@ def build_proposers(ctx: Context) -> list[Proposer]:
             temperature=m.optimizer_temperature, template=tpl))
     if cfg.rules_per_step > 0:
         out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
-                                temperature=m.optimizer_temperature))
+                                temperature=m.optimizer_temperature, examples=cfg.rule_examples))
     if cfg.demonstrations:
         out.append(DemonstrationProposer(ctx.models, ctx.optimizer, ctx.benchmark, ctx.cfg.harness,
                                          max_tokens=ctx.runner.limits.max_tokens, template=tpl))
@@ -68,8 +68,19 @@ def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> l
     """What the candidate's edits copy from the train tasks the optimizer was shown. A worked
     example quotes its own train task by design (its evidence), and nothing else: never another
     task's text, and never a task that is not a train task of this step."""
+    if c.origin == "rules":  # the rule itself is checked in full; the answers it quotes are its own evidence
+        ruled = [e.model_copy(update={"text": e.text.split(EXAMPLES)[0]}) for e in edits]
+        quoted = [e.model_copy(update={"text": e.text.split(EXAMPLES, 1)[1] if EXAMPLES in e.text else ""})
+                  for e in edits]
+        return LeakageCheck(shown, skill.render()).check(ruled) or _own_evidence_only(quoted, shown, skill)
     if c.origin != "demonstration":
         return LeakageCheck(shown, skill.render()).check(edits)
+    return _own_evidence_only(edits, shown, skill)
+
+
+def _own_evidence_only(edits: list[Edit], shown: list[Task], skill: Skill) -> list[LeakFinding]:
+    """Edits that quote their own train tasks (their evidence) by design: never another task's text,
+    and never a task that is not a train task of this step."""
     ids = {t.id for t in shown}
     own = {t for e in edits for t in e.evidence}
     foreign = sorted(own - ids)

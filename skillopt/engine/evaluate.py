@@ -14,7 +14,7 @@ from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
     Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, preflight_models, resolve_specs,
-    size_local_models, token_capture,
+    record_prompts, size_local_models, token_capture,
 )
 from skillopt.harness.workspace import check_skill_name
 from skillopt.errors import RunFailed
@@ -71,6 +71,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     config = StoredConfig.of(cfg, mode="eval", skill=ref.label, split=split)
     store.write_config(config)
     v = store.add_version(ref.skill, parent=None, origin=f"manual ({ref.label})", status="manual")
+    record_prompts(store, benchmark, (split,))
     meter = parts.meter
     emit = Emitter(listeners)
     emit(RunStarted(store.run_id, config, resumed=False))

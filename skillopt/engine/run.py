@@ -19,7 +19,7 @@ from skillopt.engine.settings import SCORING_SECTIONS, Settings
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
     Parts, Specs, build_parts, check_splits, isolation, open_benchmark, open_executor, preflight_models, resolve_specs,
-    seed_skill, size_local_models, token_capture,
+    record_prompts, seed_skill, size_local_models, token_capture,
 )
 from skillopt.engine.usage import record_calls, recorded_usage
 from skillopt.errors import BadInput, BudgetExceeded, RunFailed, ScorerFailed
@@ -142,6 +142,7 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         store.write_config(StoredConfig.of(cfg))
         store.add_version(seed, parent=None, origin="seed", status="seed")
         state = RunState(run_id=store.run_id, fingerprint=parts.settings.fingerprint(cfg.splits))
+        record_prompts(store, benchmark, ("train", "val", "test"))
     state.status, state.stop_reason = "running", None
     emit = Emitter(listeners)
     meter = parts.meter

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import (
-    Benchmark, Closable, DrivesContainerFromHost, LabelsByRun, NeedsPreflight, RunsContainers,
+    Benchmark, Closable, DrivesContainerFromHost, LabelsByRun, NeedsPreflight, RunsContainers, Task,
 )
 from skillopt.benchmarks.custom import UsesModels
 from skillopt.config import RunConfig
@@ -154,6 +154,16 @@ def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...], 
         took = ", ".join(f"{s} {counts[s]}" for s in before)
         raise BadInput(f"{where}: {' and '.join(before)} took all {total} tasks ({took}); lower "
                        f"{option(lower, max(1, counts[lower] // 2))} (or so) to leave some for {split}")
+
+
+def record_prompts(store: RunStore, benchmark: Benchmark, splits: tuple[str, ...]) -> None:
+    """What each task of `splits` asks, kept with the run so the report can show it beside its rollouts."""
+    def text(t: Task) -> str:
+        parts = [f"[context] {t.context}" if t.context else "", t.prompt,
+                 "\n".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(t.choices))]
+        return "\n".join(p for p in parts if p)
+
+    store.write_task_prompts({t.id: text(t) for split in splits for t in benchmark.tasks(split)})  # type: ignore[arg-type]
 
 
 def make_models(cfg: RunConfig, env: ProviderEnv, meter: Meter, cache_path: Path | None) -> Models:

@@ -16,9 +16,9 @@ from skillopt.traces.events import TraceEvent
 class Limits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    max_tokens: int = Field(1024, ge=1)  # per model reply
-    timeout_s: float = Field(300.0, gt=0)  # whole rollout
-    max_turns: int = Field(20, ge=1)
+    max_tokens: int = Field(1024, ge=1, le=1_000_000)  # per model reply
+    timeout_s: float = Field(300.0, gt=0, le=7 * 86400)  # whole rollout
+    max_turns: int = Field(20, ge=1, le=100_000)
     stop: tuple[str, ...] = ()
     temperature: float | None = Field(None, ge=0, le=2)  # the providers' range
     seed: int | None = None  # sampling seed, where the provider takes one (deterministic rollouts)

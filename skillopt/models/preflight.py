@@ -4,7 +4,10 @@ exists, so an unreachable server, a rejected key or a model the provider does no
 
 The request is a GET of the provider's model listing (free, no tokens): `/models/<model>` where the
 provider's own host answers it (OpenAI, Anthropic: a 404 there means no such model), `/models` for
-any other server (vLLM, OpenAI-compatible, a proxy), where only an answer at all and the key count.
+any other server. A vLLM server lists exactly the names it serves (`--served-model-name`, else the
+model path), so a name it does not list is one line naming the ones it does; for other servers
+(OpenAI-compatible, a proxy, which may accept aliases they do not list) only an answer at all and
+the key count.
 A busy server (429, 5xx) passes: the run's retries are for that. Embedded local models need none.
 """
 
@@ -62,16 +65,16 @@ def check_endpoints(specs: dict[str, ModelSpec], env: ProviderEnv, timeout_s: fl
     spec, the URL and what to check."""
     import httpx
 
-    seen: set[str] = set()
+    answers: dict[str, httpx.Response] = {}  # one request per URL, each role's model checked against it
     with httpx.Client(timeout=timeout_s, follow_redirects=True) as client:
         for role, spec in specs.items():
             probe = probe_for(spec, env)
-            if probe is None or probe.url in seen:
+            if probe is None:
                 continue
-            seen.add(probe.url)
             what = f"the {role} model {spec}"
             try:
-                r = client.get(probe.url, headers=probe.headers)
+                r = answers.get(probe.url) or client.get(probe.url, headers=probe.headers)
+                answers[probe.url] = r
             except httpx.HTTPError as e:
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
                 raise BadInput(f"{what} does not answer at {probe.url} ({type(e).__name__}: {why}): check that the "
@@ -82,3 +85,18 @@ def check_endpoints(specs: dict[str, ModelSpec], env: ProviderEnv, timeout_s: fl
             if r.status_code == 404 and probe.official:
                 raise BadInput(f"{what}: {spec.provider} has no model {spec.model!r} (HTTP 404 at {probe.url}): "
                                "check the model name")
+            served = _served(r) if spec.provider == "vllm" else None
+            if served and spec.model not in served:
+                raise BadInput(f"{what}: the server at {probe.url} serves {', '.join(sorted(served)[:5])}, not "
+                               f"{spec.model!r}: check the model name in the spec (vLLM's --served-model-name)")
+
+
+def _served(r) -> set[str] | None:
+    """The model names a `/models` answer lists (None: not a listing)."""
+    if r.status_code != 200:
+        return None
+    try:
+        data = r.json().get("data")
+        return {str(m["id"]) for m in data} if isinstance(data, list) else None
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return None

@@ -42,6 +42,7 @@ SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
 KINDS = ("answer-present", "no-answer", "wrong")
+EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
 
 
 def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
@@ -206,8 +207,8 @@ class RuleProposer:
     name = "rules"
 
     def __init__(self, models: Models, spec: ModelSpec, count: int = 2, max_tokens: int | None = None,
-                 temperature: float | None = None, retries: int = 2):
-        self.models, self.spec, self.count, self.retries = models, spec, count, retries
+                 temperature: float | None = None, retries: int = 2, examples: int = 2):
+        self.models, self.spec, self.count, self.retries, self.examples = models, spec, count, retries, examples
         self.max_tokens, self.temperature = max_tokens, temperature
 
     async def propose(self, state: SearchState) -> list[Candidate]:
@@ -251,8 +252,21 @@ class RuleProposer:
             return Reflection(minibatch=ids, analysis=reply.pattern,
                               error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
         why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
-        edit = rule_edit(state.skill, rule, why, ids)
+        edit = rule_edit(state.skill, with_examples(rule, shown, self.examples), why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
+
+
+def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int) -> str:
+    """The rule followed by up to `n` of its train failures' answers, expected beside written: a small
+    target follows a convention it is shown far more often than one it is only told (the answers are
+    train labels, never validation or test text). Only short answers that differ in form are quoted."""
+    pairs: list[str] = []
+    for r in failures:
+        got, exp = extract_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
+        if (len(pairs) < n and got and exp and len(got.split()) <= 8 and len(exp.split()) <= 8
+                and normalize_text(got) != normalize_text(exp) and "'" not in got + exp):
+            pairs.append(f"'{exp}', not '{got}'")
+    return f"{rule.rstrip()}{EXAMPLES}{'; '.join(dict.fromkeys(pairs))}." if pairs else rule
 
 
 def _window(failures: Sequence[ScoredRollout], k: int) -> list[ScoredRollout]:

@@ -16,7 +16,7 @@ from skillopt.config import StoredConfig
 from skillopt.errors import BadInput
 from skillopt.optimizer.types import Candidate, GateDecision
 from skillopt.store.schema import (
-    ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics,
+    ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics, shown_status,
 )
 from skillopt.store.index import RunIndex
 from skillopt.store.layout import RunPaths, index_path
@@ -113,8 +113,8 @@ class RunView:
     @property
     def status(self) -> str:
         if self.state is not None:
-            return self.state.status
-        return self.summary.status if self.summary else "new"
+            return shown_status(self.state.status, self.state.stop_reason)
+        return shown_status(self.summary.status, self.summary.stop_reason) if self.summary else "new"
 
     @property
     def in_progress(self) -> bool:

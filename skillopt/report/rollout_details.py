@@ -1,5 +1,5 @@
 """The rollouts behind each heatmap cell, embedded in the report: a cell (task x version) links to its
-rollouts (every trial: score, the scorer's feedback, the output, the trace summary the optimizer
+rollouts (the task's prompt, then every trial: score, the scorer's feedback, the output, the trace summary the optimizer
 saw, whether the agent loaded the skill, the trace file). Texts are cut to `MAX_CHARS` so the page
 stays one file of reasonable size. Reads rollouts.jsonl (the index holds no texts)."""
 
@@ -32,6 +32,7 @@ class CellDetail(BaseModel):
     task: str
     version: str
     score: float
+    prompt: str = ""  # what the task asked ("" for runs made before prompts were recorded)
     rollouts: list[RolloutView] = Field(default_factory=list)
 
 
@@ -60,10 +61,11 @@ def cell_details(view: RunView, cells: list[tuple[str, str, str, float]]) -> lis
             trial=r.trial, hard=None if r.errored else r.hard, soft=None if r.errored else r.soft,
             feedback=_cut(r.feedback), output=_cut(r.output or r.patch or ""), summary=_cut(r.summary),
             error=r.error, skill_used=r.skill_used, trace_file=r.trace_file)
+    prompts = view.store.task_prompts()
     out = []
     for split, task, label, score in cells:
         rows = found.get((sha_of.get(label, ""), split, task), {})
         if rows:
             out.append(CellDetail(id=cell_id(split, label, task), split=split, task=task, version=label, score=score,
-                                  rollouts=[rows[k] for k in sorted(rows)]))
+                                  prompt=_cut(prompts.get(task, "")), rollouts=[rows[k] for k in sorted(rows)]))
     return out

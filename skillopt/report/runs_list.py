@@ -7,7 +7,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from skillopt.config import StoredConfig
+from skillopt.errors import BadInput
 from skillopt.store.run import RunStore
+from skillopt.store.schema import shown_status
 from skillopt.store.scores import score_value
 
 
@@ -33,6 +35,7 @@ class RunRow(BaseModel):
     best_val: float | None
     best_test: float | None
     updated: float
+    problem: str | None = None  # why the run's files cannot be read (status "damaged"); the others still list
 
 
 def run_rows(root: Path) -> list[RunRow]:
@@ -45,13 +48,25 @@ def run_rows(root: Path) -> list[RunRow]:
                                                                "updated": path.stat().st_mtime}))
             continue
         store = RunStore(path)
-        cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
-        row = _row(path.name, cfg, state.status if state else (summary.status if summary else "new"), summary,
+        try:
+            cfg, state, summary = store.read_config(), store.read_state(), store.read_summary()
+        except BadInput as e:  # one damaged run is shown as such; it does not hide the others
+            rows.append(_damaged(path, str(e)))
+            continue
+        status = shown_status(state.status, state.stop_reason) if state else \
+            (shown_status(summary.status, summary.stop_reason) if summary else "new")
+        row = _row(path.name, cfg, status, summary,
                    len(store.versions()), state.best if state else None, str(path.resolve()), path.stat().st_mtime)
         if summary is None and state is not None:  # in progress or stopped: its scores so far, from its rollouts
             row = row.model_copy(update=_scores_so_far(store, state.best))
         rows.append(row)
     return rows
+
+
+def _damaged(path: Path, why: str) -> RunRow:
+    return RunRow(run_id=path.name, path=str(path.resolve()), mode="?", status="damaged", benchmark=None, harness=None,
+                  target_model=None, optimizer_model=None, versions=0, best=None, seed_val=None, best_val=None,
+                  best_test=None, updated=path.stat().st_mtime, problem=why)
 
 
 def _scores_so_far(store: RunStore, best: int) -> dict[str, float | None]:

@@ -191,6 +191,24 @@ class RunStore:
             raise BadInput(f"{path} is not a run configuration skillopt can read ({e.errors()[0]['msg']} at "
                            f"{'.'.join(map(str, e.errors()[0]['loc']))}): was it edited by hand?") from None
 
+    # what each task asked --------------------------------------------------------------------
+    PROMPT_CHARS = 4000  # of each task's prompt kept for the report (the record keeps no answers)
+
+    def write_task_prompts(self, prompts: dict[str, str]) -> None:
+        """The prompts of the tasks the run uses (id -> prompt, cut), added to what is recorded."""
+        known = self.task_prompts()
+        cut = {k: v if len(v) <= self.PROMPT_CHARS else v[:self.PROMPT_CHARS] + " [...]" for k, v in prompts.items()}
+        if any(known.get(k) != v for k, v in cut.items()):
+            atomic_write_json(self.root / "tasks.json", {**known, **cut})
+
+    def task_prompts(self) -> dict[str, str]:
+        """id -> prompt of the tasks the run recorded ({} for runs made before it did, or a damaged file)."""
+        try:
+            data = json.loads((self.root / "tasks.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
     # skill versions --------------------------------------------------------------------------
     def versions(self) -> list[SkillVersion]:
         return [self._versions[k] for k in sorted(self._versions)]

@@ -95,6 +95,12 @@ class RolloutRecord(BaseModel):
         return self.error_kind == "infra"
 
 
+def shown_status(status: str, stop_reason: str | None) -> str:
+    """The status every view shows: a run stopped by Ctrl-C or SIGTERM is `interrupted` (stored as
+    `stopped` with that reason, so files of older releases still read)."""
+    return "interrupted" if status == "stopped" and stop_reason == "interrupted" else status
+
+
 class RunState(BaseModel):
     """The checkpoint written after every step; `skillopt run --resume` starts from it."""
 
