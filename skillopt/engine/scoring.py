@@ -9,10 +9,11 @@ missing ones are run, as an evaluation run (`skillopt.engine.evaluate.evaluate_s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import Benchmark, Task, split_data_hash
@@ -26,6 +27,14 @@ from skillopt.store.layout import rollout_files
 from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore
+
+
+class _KeyOnly(BaseModel):
+    """A rollouts.jsonl line read for its cache key alone (the rest is skipped, not built)."""
+
+    model_config = ConfigDict(extra="ignore")
+    key: str = ""
+
 
 @dataclass(frozen=True)
 class ScoredSkill:
@@ -50,8 +59,7 @@ def find_rollouts(runs_dir: Path, keys: set[str],
         with path.open(encoding="utf-8") as f:
             for line in f:
                 try:  # the key first (a cheap parse); the record only for a wanted key
-                    data = json.loads(line)
-                    key = data.get("key") if isinstance(data, dict) else None
+                    key = _KeyOnly.model_validate_json(line).key
                     if key not in keys or (key in found and errored is None):
                         continue
                     rec = RolloutRecord.model_validate_json(line)
