@@ -74,6 +74,7 @@ ARMS: dict[str, list[str]] = {
     "no-rules": ["train.rules_per_step=0"],
     "no-demonstrations": [*METHOD, "train.demonstrations=false"],
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],
+    "no-rule-examples": [*METHOD, "train.rule_examples=0"],  # rules without the train answers they quote
 }
 
 

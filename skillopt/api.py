@@ -371,4 +371,31 @@ def resolved_config(benchmark: str | None = None, *, config: PathLike | Mapping[
     return redacted(got.cfg)
 
 
-__all__ = ["EvalResult", "TrainResult", "compare", "evaluate", "judge", "resolved_config", "train"]
+def dry_run(benchmark: str | None = None, *, config: PathLike | Mapping[str, Any] | RunConfig | None = None,
+            preset: str | None = None, set: Sequence[str] | Mapping[str, Any] | None = None,
+            skill: Skill | PathLike | None = None, env: Mapping[str, str] | ProviderEnv | None = None,
+            notes: list[str] | None = None, **settings: Any) -> list[str]:
+    """What a `train` with these arguments would spend, before it starts (`skillopt run --dry-run`):
+    the cost (a local model: the time) of one rollout and the rollouts it plans, as lines to print.
+    Starts nothing, writes nothing, needs no key (`engine.estimate`)."""
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.engine.estimate import describe, estimate_rollout, plan_rollouts
+    from skillopt.engine.setup import seed_skill
+    from skillopt.harness.registry import check_compatible, harness_info
+    from skillopt.models.spec import parse_model_spec
+
+    got = _inputs(benchmark, None, None, skill, config, preset, set, env, settings)
+    cfg = got.cfg
+    if notes is not None:
+        notes += got.notes
+    if not cfg.target_model:
+        raise BadInput("no target model: pass --target-model (e.g. openai:gpt-5-mini)")
+    target = parse_model_spec(cfg.target_model)
+    check_compatible(cfg.harness, target)
+    bench = got.benchmark or get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    sizes = {s: len(bench.tasks(s)) for s in ("train", "val", "test")}  # type: ignore[arg-type]
+    est = estimate_rollout(cfg, target, seed_skill(cfg, got.seed), bench.tasks("train") or bench.tasks("val"))  # type: ignore[arg-type]
+    return describe(est, plan_rollouts(cfg, sizes, harness_info(cfg.harness).agent), cfg.train.concurrency)
+
+
+__all__ = ["EvalResult", "TrainResult", "compare", "dry_run", "evaluate", "judge", "resolved_config", "train"]

@@ -63,6 +63,12 @@ class TrainConfig(_Frozen):
     description: bool = False  # also train the front-matter description (whether agents load the skill)
     rules_per_step: Annotated[int, Field(ge=0)] = 2  # rules learned from the scorer's feedback, one per cluster
     rule_examples: Annotated[int, Field(ge=0, le=5)] = 2  # train answers each rule quotes: expected vs written
+    # agent harnesses only (claude-code, codex, mini-swe-agent; optimizer/agent.py): one edit per reflection over
+    # failed trajectories (0: none), a numbered procedure from what passing trajectories did, a solved
+    # trajectory condensed into steps (in place of the chat-style worked example)
+    trajectory_reflections: Annotated[int, Field(ge=0)] = 2
+    procedure: bool = True
+    trajectory_demonstration: bool = True
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
     template: Literal["none", "working-first"] = "working-first"

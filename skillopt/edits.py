@@ -6,7 +6,9 @@ describes (exact, then normalized, then fuzzy; two equal places are a "conflict"
 earlier edit in the same apply touched is a "conflict"; one that touches a protected region is
 "protected". The front matter is never edited but for one field: an edit with `part="description"`
 (op `replace`, no anchor) replaces the description, the text agents read before they decide to
-load the skill (`train.description`). A skill over the token cap is reported (`over_cap`), never
+load the skill (`train.description`). An edit with `part="file"` targets a supporting file of a
+folder skill, named by `path`: `add` creates it (not one that exists), `replace` rewrites it whole,
+`delete` removes it; like a section, one edit per file per apply. A skill over the token cap is reported (`over_cap`), never
 truncated. Deterministic: no model calls.
 """
 
@@ -23,7 +25,7 @@ from skillopt.anchors import Ambiguous, How, Target, anchor_key, normalize, over
 from skillopt.skill import MARKER_RE, Skill, find_protected, find_sections, validate_description
 
 Op = Literal["add", "replace", "delete"]
-Part = Literal["body", "description"]
+Part = Literal["body", "description", "file"]
 Status = Literal["applied", "anchor_not_found", "conflict", "protected", "invalid"]
 
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
@@ -38,6 +40,7 @@ class Edit(BaseModel):
     rationale: str = ""
     evidence: list[str] = Field(default_factory=list)  # task ids that motivate the edit
     part: Part = "body"  # "description": replaces the front-matter description (op replace, no anchor)
+    path: str | None = None  # part "file": the supporting file (relative to the skill folder)
 
     @field_validator("anchor")
     @classmethod
@@ -49,7 +52,7 @@ class Edit(BaseModel):
         """A stable id of what the edit does (op, normalized anchor and text), for dedupe."""
         raw = "\x1f".join((self.op, anchor_key(self.anchor or ""), normalize(self.text)[0]))
         if self.part != "body":
-            raw = f"{self.part}\x1f{raw}"
+            raw = f"{self.part}\x1f{self.path or ''}\x1f{raw}"
         return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
@@ -98,9 +101,13 @@ def apply_edits(skill: Skill, edits: list[Edit], token_cap: int | None = None) -
     """Apply `edits` in order to the body of `skill`; every edit gets a report, none raises."""
     state = _State(body=skill.body, original=skill.body)
     description = skill.description
+    files = dict(skill.files)
+    touched_files: set[str] = set()
     reports = []
     for e in edits:
-        if e.part == "description":
+        if e.part == "file":
+            reports.append(_file_edit(e, files, touched_files))
+        elif e.part == "description":
             report = _describe_edit(e, description)
             if report.status == "applied":
                 description = " ".join(e.text.split())
@@ -108,8 +115,8 @@ def apply_edits(skill: Skill, edits: list[Edit], token_cap: int | None = None) -
         else:
             reports.append(_apply_one(state, e))
     new = skill.with_body(state.body)
-    if description != skill.description:
-        new = Skill(name=new.name, description=description, body=new.body, extra=dict(new.extra))
+    if description != skill.description or files != skill.files:
+        new = Skill(name=new.name, description=description, body=new.body, extra=dict(new.extra), files=files)
     tokens = new.tokens()
     return ApplyResult(skill=new, reports=reports, tokens=tokens,
                        over_cap=token_cap is not None and tokens > token_cap)
@@ -168,6 +175,33 @@ def _describe_edit(e: Edit, current: str) -> EditReport:
     if text == current:
         return EditReport(edit=e, status="invalid", detail="the description is already this")
     return EditReport(edit=e, status="applied", detail="replaced the description")
+
+
+def _file_edit(e: Edit, files: dict[str, str], touched: set[str]) -> EditReport:
+    """A supporting file added, replaced whole or deleted (in `files`, in place)."""
+    from skillopt.skill import MAX_FILE_BYTES, MAX_FILES, file_path_problem
+
+    path = (e.path or "").strip()
+    problem = file_path_problem(path) or (f"{e.op} needs non-empty text" if e.op != "delete" and not e.text.strip()
+                                          else None)
+    if problem is None and len(e.text.encode("utf-8")) > MAX_FILE_BYTES:
+        problem = f"a supporting file holds at most {MAX_FILE_BYTES} bytes"
+    if problem:
+        return EditReport(edit=e, status="invalid", detail=problem)
+    if path in touched:
+        return EditReport(edit=e, status="conflict", detail=f"file {path!r} was already changed by an earlier edit")
+    if e.op == "add" and path in files:
+        return EditReport(edit=e, status="conflict", detail=f"file {path!r} exists: replace it instead")
+    if e.op != "add" and path not in files:
+        return EditReport(edit=e, status="anchor_not_found", detail=f"file {path!r} is not in the skill")
+    if e.op == "add" and len(files) >= MAX_FILES:
+        return EditReport(edit=e, status="invalid", detail=f"a skill holds at most {MAX_FILES} supporting files")
+    touched.add(path)
+    if e.op == "delete":
+        del files[path]
+    else:
+        files[path] = e.text if e.text.endswith("\n") else e.text + "\n"
+    return EditReport(edit=e, status="applied", detail=f"{e.op} file {path}")
 
 
 def _invalid(e: Edit) -> str | None:

@@ -12,6 +12,11 @@ The body may hold protected regions that the optimizer must not edit:
 
 `protected_spans()` gives their offsets (markers included); `strip_markers()` removes the marker
 comments (keeping what they enclose) for export.
+
+A skill may be a folder: SKILL.md plus small supporting text files it points to (scripts, reference
+notes), in `files` (relative path -> text). They are part of the version (`sha`), written beside
+SKILL.md wherever the skill goes, and an edit may add, replace or delete one (`edits`). A skill read
+from a single file has none, and its `sha` is what it always was.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from skillopt.errors import BadInput
 
 NAME_MAX = 64
+MAX_FILES = 20  # supporting files of a folder skill
+MAX_FILE_BYTES = 64_000  # each: small scripts and notes, not data
+_FILE_PART_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 DESCRIPTION_MAX = 1024
 CHARS_PER_TOKEN = 4  # rough estimate for English prose and Markdown with common tokenizers
 
@@ -147,6 +155,15 @@ class Skill(BaseModel):
     description: str
     body: str
     extra: dict[str, Any] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)  # a folder skill's supporting files: relative path -> text
+
+    @field_validator("files")
+    @classmethod
+    def _safe_files(cls, v: dict[str, str]) -> dict[str, str]:
+        for path in v:
+            if problem := file_path_problem(path):
+                raise ValueError(problem)
+        return dict(sorted(v.items()))
 
     @field_validator("name", "description")
     @classmethod
@@ -182,10 +199,12 @@ class Skill(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path) -> Skill:
-        """Read a SKILL.md file (or a folder holding one)."""
+        """Read a SKILL.md file, or a folder holding one and its supporting files (`read_files`)."""
         p = Path(path)
         if p.is_dir():
-            p = p / "SKILL.md"
+            skill = cls.load(p / "SKILL.md")
+            files = read_files(p)
+            return skill.model_copy(update={"files": files}) if files else skill
         try:
             data = p.read_bytes()
         except OSError as e:
@@ -210,8 +229,12 @@ class Skill(BaseModel):
 
     @cached_property
     def sha(self) -> str:
-        """sha256 of the rendered document: computed once per skill version, not per rollout."""
-        return hashlib.sha256(self.render().encode("utf-8")).hexdigest()
+        """sha256 of the rendered document (and of each supporting file, by path, when it has any):
+        computed once per skill version, not per rollout."""
+        h = hashlib.sha256(self.render().encode("utf-8"))
+        for path, text in self.files.items():
+            h.update(f"\0{path}\0".encode() + text.encode("utf-8"))
+        return h.hexdigest()
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Skill:
         """A copy without the cached document and sha (they belong to this content only)."""
@@ -223,8 +246,21 @@ class Skill(BaseModel):
         return self.sha[:12]
 
     def with_body(self, body: str) -> Skill:
-        """A new skill with `body` (normalized), same front matter."""
-        return Skill(name=self.name, description=self.description, body=body, extra=dict(self.extra))
+        """A new skill with `body` (normalized), same front matter and supporting files."""
+        return Skill(name=self.name, description=self.description, body=body, extra=dict(self.extra),
+                     files=dict(self.files))
+
+    def write_folder(self, folder: Path) -> Path:
+        """Write SKILL.md (as given: strip markers first for agents) and the supporting files into
+        `folder`; returns the SKILL.md path."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for rel, text in self.files.items():
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        path = folder / "SKILL.md"
+        path.write_text(self.render(), encoding="utf-8")
+        return path
 
     # ---- structure ----------------------------------------------------------------------------
 
@@ -252,6 +288,41 @@ class Skill(BaseModel):
     def problems(self) -> list[str]:
         """Name and description problems (empty when the skill would be accepted by agents)."""
         return validate_name(self.name) + validate_description(self.description)
+
+
+def file_path_problem(path: str) -> str | None:
+    """Why `path` cannot name a supporting file (None: it can): relative, plain parts, not SKILL.md."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or not all(_FILE_PART_RE.fullmatch(x) for x in parts):
+        return (f"bad supporting file path {path!r}: a relative path of letters, digits, '_', '-' and '.' "
+                "parts (no '..', no hidden files)")
+    if path in ("SKILL.md", "provenance.json"):
+        return f"{path} is not a supporting file name (the skill itself, or what export writes beside it)"
+    return None
+
+
+def read_files(folder: Path) -> dict[str, str]:
+    """A skill folder's supporting files: every file under it but SKILL.md and hidden ones (and
+    `provenance.json`, which export writes beside them); `BadInput` for a binary or too large
+    one, or too many."""
+    out: dict[str, str] = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if not p.is_file() or rel in ("SKILL.md", "provenance.json") or any(x.startswith(".") for x in rel.split("/")):
+            continue
+        if problem := file_path_problem(rel):
+            raise BadInput(f"{folder}: {problem}")
+        data = p.read_bytes()
+        if len(data) > MAX_FILE_BYTES:
+            raise BadInput(f"{p}: {len(data)} bytes, over {MAX_FILE_BYTES} for a supporting file of a skill; "
+                           "keep supporting files small (scripts, notes)")
+        try:
+            out[rel] = data.decode("utf-8").replace("\r\n", "\n")
+        except UnicodeDecodeError as e:
+            raise BadInput(f"{p}: not UTF-8 text (bad byte at offset {e.start}): a skill's supporting files are text") from e
+        if len(out) > MAX_FILES:
+            raise BadInput(f"{folder}: more than {MAX_FILES} supporting files; a skill folder holds a few small ones")
+    return out
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -107,10 +107,12 @@ def _optimizer(req):
     return FakeReply(text=json.dumps({"analysis": "the answers lacked the format", "edits": [edit]}))
 
 
-@pytest.mark.parametrize("harness", ["claude-code", "codex"])
+@pytest.mark.parametrize("harness", ["claude-code"])
 def test_agent_training_step_on_the_local_model(tmp_path, harness):
-    """The real agent binary talks to the embedded model (Anthropic Messages / Responses on the same
-    llama.cpp server); the optimizer is scripted so the step always has a candidate to gate."""
+    """The real agent binary talks to the embedded model (Anthropic Messages on the llama.cpp server);
+    the optimizer is scripted so the step always has a candidate to gate. Codex on the embedded model
+    (Responses) is test_local_tokens' codex rollout, and a Codex training step is test_agent_training's
+    against the fake server: a third run here cost 2.5 minutes of CI for no path they miss."""
     pytest.importorskip({"claude-code": "claude_agent_sdk", "codex": "openai_codex"}[harness])
     from tests.fakes.server import FakeModelServer
     from tests.helpers import write_jsonl

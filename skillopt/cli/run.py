@@ -84,8 +84,25 @@ def run(
                                  "or 30 s) | rich (bars) | none | auto (rich on a terminal, else plain)."),
     capture_tokens: bool = typer.Option(False, "--capture-tokens", show_default="on for vllm: targets",
                                         help="Record token ids and logprobs of every call (vllm:, local:, openai-compatible:)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the cost of one rollout (a local model: its time) "
+                                 "and the rollouts the run plans; start nothing."),
 ) -> None:
     from skillopt.api import train
+
+    if dry_run:
+        from skillopt.api import dry_run as plan
+
+        notes: list[str] = []
+        lines = plan(benchmark, config=config or Globals.config, preset=preset, set=list(overrides or []),
+                     skill=skill, env=load_env(), notes=notes, harness=harness, target_model=target_model,
+                     optimizer_model=optimizer_model, epochs=epochs, batch_size=batch_size, trials=trials,
+                     train_size=train_size, val_size=val_size, test_size=test_size, split_seed=split_seed,
+                     harness_mode=harness_mode)
+        for n in notes:
+            console.print(f"note: {n}", markup=False)
+        for line in lines:
+            out.print(line, markup=False, highlight=False)
+        return
 
     view = progress_view(progress, Globals.verbose)
     try:

@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING
 from skillopt.benchmarks.base import Task
 from skillopt.edits import Edit, apply_edits
 from skillopt.engine.events import Emitter, Note
+from skillopt.harness.base import discovers_skill
+from skillopt.optimizer.agent import ProcedureProposer, TrajectoryDemonstrationProposer, TrajectoryReflectionProposer
 from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer
 from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
-from skillopt.optimizer.rules import EXAMPLES, RuleProposer
+from skillopt.optimizer.rules import EXAMPLES as QUOTES, RuleProposer
 from skillopt.optimizer.template import template
 from skillopt.optimizer.types import Candidate
 from skillopt.skill import Skill
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from skillopt.engine.loop import Context
 
 EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-inferiority
+WORKED = ("demonstration", "trajectory-demonstration")  # quote their own train task by design
 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
@@ -39,7 +42,10 @@ def build_proposers(ctx: Context) -> list[Proposer]:
     if cfg.rules_per_step > 0:
         out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
                                 temperature=m.optimizer_temperature, examples=cfg.rule_examples))
-    if cfg.demonstrations:
+    agent = discovers_skill(ctx.runner.harness)
+    if agent:
+        out += agent_proposers(ctx)
+    if cfg.demonstrations and not (agent and cfg.trajectory_demonstration):
         out.append(DemonstrationProposer(ctx.models, ctx.optimizer, ctx.benchmark, ctx.cfg.harness,
                                          max_tokens=ctx.runner.limits.max_tokens, template=tpl))
     if cfg.merge:
@@ -49,6 +55,21 @@ def build_proposers(ctx: Context) -> list[Proposer]:
     if cfg.description:  # train.description: a new description when the agent did not load the skill
         out.append(DescriptionProposer(ctx.models, ctx.optimizer, max_tokens=ctx.cfg.models.optimizer_max_tokens,
                                        temperature=ctx.cfg.models.optimizer_temperature))
+    return out
+
+
+def agent_proposers(ctx: Context) -> list[Proposer]:
+    """The agent-aware proposers (optimizer/agent.py), each with its setting to turn it off."""
+    cfg, m = ctx.cfg.train, ctx.cfg.models
+    out: list[Proposer] = []
+    if cfg.trajectory_reflections > 0:
+        out.append(TrajectoryReflectionProposer(ctx.models, ctx.optimizer, count=cfg.trajectory_reflections,
+                                                max_tokens=m.optimizer_max_tokens, temperature=m.optimizer_temperature))
+    if cfg.procedure:
+        out.append(ProcedureProposer(ctx.models, ctx.optimizer, max_tokens=m.optimizer_max_tokens,
+                                     temperature=m.optimizer_temperature))
+    if cfg.trajectory_demonstration:
+        out.append(TrajectoryDemonstrationProposer())
     return out
 
 
@@ -69,11 +90,11 @@ def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> l
     example quotes its own train task by design (its evidence), and nothing else: never another
     task's text, and never a task that is not a train task of this step."""
     if c.origin == "rules":  # the rule itself is checked in full; the answers it quotes are its own evidence
-        ruled = [e.model_copy(update={"text": e.text.split(EXAMPLES)[0]}) for e in edits]
-        quoted = [e.model_copy(update={"text": e.text.split(EXAMPLES, 1)[1] if EXAMPLES in e.text else ""})
+        ruled = [e.model_copy(update={"text": e.text.split(QUOTES)[0]}) for e in edits]
+        quoted = [e.model_copy(update={"text": e.text.split(QUOTES, 1)[1] if QUOTES in e.text else ""})
                   for e in edits]
         return LeakageCheck(shown, skill.render()).check(ruled) or _own_evidence_only(quoted, shown, skill)
-    if c.origin != "demonstration":
+    if c.origin not in WORKED:
         return LeakageCheck(shown, skill.render()).check(edits)
     return _own_evidence_only(edits, shown, skill)
 

@@ -16,6 +16,7 @@ from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, Versio
 from skillopt.engine.gating import GateSettings, Side, gate_test, noninferiority_gate, screen, sequential_gate
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.errors import BudgetExceeded, RunFailed
+from skillopt.harness.base import discovers_skill
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.consolidate import consolidate
@@ -27,6 +28,7 @@ from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
 )
 from skillopt.store.run import RunStore
+from skillopt.traces.trajectory import trajectory
 
 
 @dataclass
@@ -199,7 +201,14 @@ class Trainer:
     def scored(self, r: RolloutRecord, task: Task) -> ScoredRollout:
         return ScoredRollout(task_id=r.task_id, prompt=task.prompt[:1500], reference=task.reference,
                              output=r.output[-1500:], hard=r.hard, soft=r.soft, feedback=r.feedback,
-                             summary=r.summary, error=r.error, skill_used=r.skill_used)
+                             summary=r.summary, error=r.error, skill_used=r.skill_used,
+                             trajectory=self.trajectory(r, task))
+
+    def trajectory(self, r: RolloutRecord, task: Task):
+        """What an agent rollout did, from its stored trace (for the agent-aware proposers)."""
+        if not discovers_skill(self.ctx.runner.harness):
+            return None
+        return trajectory(self.ctx.store.read_trace(r.trace_file), r.error, r.patch, coding=task.kind != "qa")
 
     async def evaluate(self, version: int, split: str, label: str) -> SplitScore:
         return split_score(await self.evaluate_records(version, split, label))

@@ -103,3 +103,9 @@ class PlacesSkill(Protocol):
     workspace (`.claude/skills`, `.agents/skills`); None (the chat harness): in the prompt."""
 
     skill_dir: str | None
+
+
+def discovers_skill(harness: object) -> bool:
+    """An agent harness (claude-code, codex, mini-swe-agent): its agent finds the skill on disk and
+    works with tools; the chat harness (skill in the prompt) is not one."""
+    return isinstance(harness, PlacesSkill) and harness.skill_dir is not None

@@ -36,14 +36,15 @@ def check_skill_name(skill: Skill) -> None:
 
 
 def write_skill(ws: Path, skill: Skill, skill_dir: str | None) -> Path | None:
-    """Write the skill where the harness discovers it natively (e.g. `.claude/skills`)."""
+    """Write the skill where the harness discovers it natively (e.g. `.claude/skills`): SKILL.md as it
+    will be deployed (no markers) and, for a folder skill, its supporting files beside it."""
     if not skill_dir:
         return None
     check_skill_name(skill)
-    path = ws / skill_dir / skill.name / "SKILL.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(skill.strip_markers().render(), encoding="utf-8")  # as it will be deployed: no markers
-    return path
+    folder = ws / skill_dir / skill.name
+    if folder.is_dir() and not folder.is_symlink():  # a reused workspace: no file of another version stays
+        shutil.rmtree(folder)
+    return skill.strip_markers().write_folder(folder)
 
 
 @contextmanager

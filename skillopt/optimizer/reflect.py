@@ -90,7 +90,8 @@ def reply_schema(skill: Skill, max_edits: int) -> dict:
     for ops, anchors in ((["add"], anchor_choices(skill)), (["replace", "delete"], anchor_choices(skill, True))):
         if not anchors:
             continue
-        props = {**edit["properties"], "op": {"type": "string", "enum": ops},
+        props = {**{k: v for k, v in edit["properties"].items() if k != "file"},  # files: optimizer/agent.py
+                 "op": {"type": "string", "enum": ops},
                  "anchor": {**edit["properties"]["anchor"], "enum": anchors},
                  "text": {**edit["properties"]["text"], "maxLength": MAX_EDIT_CHARS},
                  "rationale": {**edit["properties"]["rationale"], "maxLength": 200},

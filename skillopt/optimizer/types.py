@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from skillopt.edits import Edit
 from skillopt.stats import EPS
+from skillopt.traces.trajectory import Trajectory
 
 
 class ScoredRollout(BaseModel):
@@ -23,6 +24,7 @@ class ScoredRollout(BaseModel):
     summary: str
     error: str | None = None
     skill_used: bool | None = None  # the agent loaded the skill (None: always in its prompt)
+    trajectory: Trajectory | None = None  # an agent rollout: its tool calls, exit codes, tests, diff, stop
 
     @property
     def failed(self) -> bool:
@@ -37,8 +39,13 @@ class ProposedEdit(BaseModel):
     text: str = Field("", description="new text for add / replace")
     rationale: str = ""
     evidence: list[str] = Field(default_factory=list, description="task ids that motivate the edit")
+    file: str = Field("", description="a supporting file of the skill folder to add, replace or delete whole; "
+                                      "empty = the SKILL.md body")
 
     def to_edit(self) -> Edit:
+        if self.file.strip():
+            return Edit(op=self.op, part="file", path=self.file.strip(), text=self.text, rationale=self.rationale,
+                        evidence=list(self.evidence))
         return Edit(op=self.op, anchor=self.anchor.strip() or None, text=self.text,
                     rationale=self.rationale, evidence=list(self.evidence))
 
@@ -139,7 +146,9 @@ class ScreenResult(BaseModel):
                                  and self.changed * 2 > len(self.tasks))
 
 
-Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description"]
+# "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py)
+Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
+                 "trajectory-reflection", "procedure", "trajectory-demonstration"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

@@ -7,6 +7,9 @@
 | agents-md     | `<name>/AGENTS.md` (a section), `<name>/provenance.json` | pasting into AGENTS.md / CLAUDE.md |
 | plugin        | `<plugin>/.claude-plugin/plugin.json`, `marketplace.json`, `.codex-plugin/plugin.json`, `.agents/plugins/marketplace.json`, `skills/<name>/SKILL.md`, README.md | Claude Code and Codex plugins |
 
+A folder skill's supporting files (scripts, reference notes) are written beside its SKILL.md (or
+AGENTS.md) in every format, at the paths the skill names them by.
+
 skillopt's own markers (protected regions, any `<!-- skillopt:... -->` tag) are stripped; the
 name and description are checked against the agents' rules; provenance (run, version,
 benchmark, target model, scores) goes into `provenance.json` (and the plugin's README), never
@@ -98,7 +101,8 @@ def prepare(skill: Skill, fmt: str, name: str | None = None, description: str | 
         raise BadInput(f"unknown export format {fmt!r}: choose one of {', '.join(FORMATS)}")
     out = strip_internal(skill)
     desc = " ".join((description if description is not None else out.description).split())  # one line (Codex)
-    out = Skill(name=(name or out.name).strip(), description=desc, body=out.body, extra=dict(out.extra))
+    out = Skill(name=(name or out.name).strip(), description=desc, body=out.body, extra=dict(out.extra),
+                files=dict(out.files))
     problems = [f"{p} (use --name)" for p in validate_name(out.name)]
     problems += [f"{p} (use --description)" for p in validate_description(out.description)]
     if fmt in ("claude-skill", "plugin") and _XML_RE.search(out.description):
@@ -154,7 +158,8 @@ def provenance_for(ref: SkillRef) -> Provenance:
 # the formats ---------------------------------------------------------------------------------------
 def _skill_folder(skill: Skill, fmt: str, out_dir: Path, prov: Provenance, force: bool) -> ExportResult:
     root = _fresh(out_dir / skill.name, force).resolve()
-    files = [_write(root / "SKILL.md", skill.render()), _write(root / "provenance.json", _json(prov))]
+    files = [_write(root / "SKILL.md", skill.render()), *_supporting(root, skill),
+             _write(root / "provenance.json", _json(prov))]
     where = ".claude/skills/ (project) or ~/.claude/skills/ (personal)" if fmt == "claude-skill" \
         else ".agents/skills/ (project) or ~/.agents/skills/ (personal)"
     return ExportResult(format=fmt, root=root, files=files, skill_name=skill.name,
@@ -164,7 +169,7 @@ def _skill_folder(skill: Skill, fmt: str, out_dir: Path, prov: Provenance, force
 def _agents_md(skill: Skill, out_dir: Path, prov: Provenance, force: bool) -> ExportResult:
     root = _fresh(out_dir / skill.name, force).resolve()
     text = agents_md_section(skill, prov)
-    files = [_write(root / "AGENTS.md", text), _write(root / "provenance.json", _json(prov))]
+    files = [_write(root / "AGENTS.md", text), *_supporting(root, skill), _write(root / "provenance.json", _json(prov))]
     return ExportResult(format="agents-md", root=root, files=files, skill_name=skill.name,
                         install=f"append {root / 'AGENTS.md'} to your AGENTS.md or CLAUDE.md "
                                 f"(e.g. cat {root / 'AGENTS.md'} >> AGENTS.md)")
@@ -233,7 +238,8 @@ def _plugin(skill: Skill, out_dir: Path, prov: Provenance, plugin_name: str, for
              _write(root / ".claude-plugin" / "marketplace.json", json.dumps(market, indent=2) + "\n"),
              _write(root / ".codex-plugin" / "plugin.json", json.dumps(codex_manifest, indent=2) + "\n"),
              _write(root / ".agents" / "plugins" / "marketplace.json", json.dumps(codex_market, indent=2) + "\n"),
-             _write(skill_dir / "SKILL.md", skill.render()), _write(skill_dir / "provenance.json", _json(prov)),
+             _write(skill_dir / "SKILL.md", skill.render()), *_supporting(skill_dir, skill),
+             _write(skill_dir / "provenance.json", _json(prov)),
              _write(root / "README.md", readme)]
     return ExportResult(format="plugin", root=root, files=files, skill_name=skill.name,
                         install=f"claude plugin marketplace add {root} && claude plugin install {plugin_name}@{marketplace}"
@@ -249,6 +255,11 @@ def _fresh(root: Path, force: bool) -> Path:
         raise BadInput(f"{root} already exists and is not empty: pass --force to overwrite it, or pick another --out")
     writable_output(root / "provenance.json", "the export to")
     return root
+
+
+def _supporting(folder: Path, skill: Skill) -> list[Path]:
+    """A folder skill's supporting files, beside its SKILL.md (where its text points to them)."""
+    return [_write(folder / rel, text) for rel, text in skill.files.items()]
 
 
 def _write(path: Path, text: str) -> Path:

@@ -219,7 +219,18 @@ class RunStore:
         return self._versions[n]
 
     def skill(self, n: int) -> Skill:
-        return Skill.load(self.root / "skills" / f"v{n:03d}.md")
+        """Version n: skills/vNNN.md, and a folder skill's supporting files under skills/vNNN.files/."""
+        skill = Skill.load(self.root / "skills" / f"v{n:03d}.md")
+        folder = self.skill_files_dir(n)
+        if folder.is_dir():
+            from skillopt.skill import read_files
+
+            skill = skill.model_copy(update={"files": read_files(folder)})
+        return skill
+
+    def skill_files_dir(self, n: int) -> Path:
+        """Where version n's supporting files are kept (a folder skill; absent for a single file)."""
+        return self.root / "skills" / f"v{n:03d}.files"
 
     def add_version(self, skill: Skill, parent: int | None, origin: str, status: str = "candidate",
                     step: int | None = None) -> SkillVersion:
@@ -229,6 +240,12 @@ class RunStore:
                 if v.sha == skill.sha and v.parent == parent:
                     return v
             n = len(self._versions)
+            if skill.files and self.skill_files_dir(n).exists():  # left by a write cut short
+                import shutil
+
+                shutil.rmtree(self.skill_files_dir(n))
+            for rel, text in skill.files.items():  # before the document: a version is whole once its .md is there
+                atomic_write_text(self.skill_files_dir(n) / rel, text)
             atomic_write_text(self.root / "skills" / f"v{n:03d}.md", skill.render())
             v = SkillVersion(version=n, parent=parent, sha=skill.sha, origin=origin, status=status, step=step)  # type: ignore[arg-type]
             self._versions[n] = v
@@ -292,6 +309,15 @@ class RunStore:
         if raw_log:
             atomic_write_text(self.root / raw_log_file(rel), raw_log)
         return rel
+
+    def read_trace(self, trace_file: str | None) -> list[TraceEvent]:
+        """A rollout's normalized trace (its record's `trace_file`); empty when it is not on disk."""
+        from skillopt.traces.events import parse_event
+
+        path = self.root / trace_file if trace_file else None
+        if path is None or not path.is_file():
+            return []
+        return [parse_event(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
     def copy_trace(self, source: RunStore, trace_file: str) -> None:
         """A rollout's trace (and native log) from another run, under the same relative path."""
@@ -389,6 +415,14 @@ class RunStore:
         return RunSummary.model_validate_json(p.read_text(encoding="utf-8")) if p.exists() else None
 
     def write_best_skill(self, skill: Skill) -> None:
+        """best_skill.md, and a folder skill's supporting files under best_skill.files/."""
+        folder = self.root / "best_skill.files"
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        for rel, text in skill.files.items():
+            atomic_write_text(folder / rel, text)
         atomic_write_text(self.root / "best_skill.md", skill.render())
 
 

@@ -1,0 +1,272 @@
+"""Agent-aware proposers: candidates read from what coding agents did (their trajectories), for the
+claude-code, codex and mini-swe-agent harnesses (`harness.base.discovers_skill`); the chat harness
+keeps the proposers of `propose`, `demonstrate` and `rules`.
+
+- `TrajectoryReflectionProposer` ("trajectory-reflection"): the optimizer is shown, per failed
+  rollout, its tool calls with exit codes, the tail of its last test run, its diff, where it stopped,
+  and the failure kinds counted over the batch, and asked for ONE edit that addresses a recurring
+  kind (tool misuse, a test command the repository needs, a convention broken). Each reflection of a
+  step takes the next most frequent kind.
+- `ProcedureProposer` ("procedure"): a short numbered "## Procedure" section written from what the
+  passing trajectories did that the failing ones did not; the habits that differ are counted here
+  (ran the tests, ran them after the last edit...) and shown to the optimizer.
+- `TrajectoryDemonstrationProposer` ("trajectory-demonstration"): a solved trajectory condensed to
+  the commands that mattered, in order, as an "## Example run" section (no model call).
+
+Each makes candidates like any proposer: leakage-checked, screened, then gated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from skillopt.edits import Edit
+from skillopt.models.router import Models, StructuredFailure
+from skillopt.models.spec import ModelSpec
+from skillopt.models.types import Message
+from skillopt.optimizer.aggregate import aggregate, select
+from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.reflect import anchor_before_protected, anchor_choices, reply_schema
+from skillopt.optimizer.types import Candidate, Reflection, ReflectionReply, ScoredRollout
+from skillopt.prompts import render
+from skillopt.skill import Skill
+from skillopt.traces.trajectory import Trajectory, TrajectoryStep
+
+SHOWN_FAILURES = 4  # failed trajectories per reflection
+SHOWN_SUCCESSES = 2
+PROCEDURE = "Procedure"
+EXAMPLE = "Example run"
+MIN_STEPS, MAX_STEPS = 3, 7
+MAX_STEP_CHARS = 200
+EXAMPLE_STEPS = 8  # commands kept in a condensed example
+MAX_FILE_SHOWN = 1500  # characters of each supporting file shown to the optimizer
+_HARNESS_NOISE = ("SKILL.md", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+
+
+def traced(scored: list[ScoredRollout], failed: bool) -> list[ScoredRollout]:
+    return [r for r in scored if r.failed == failed and r.trajectory is not None and not r.error]
+
+
+def kinds_over(rollouts: list[ScoredRollout]) -> list[tuple[str, int]]:
+    """Failure kinds counted over the rollouts, most frequent first (ties: in FAILURE_KINDS order)."""
+    counts = Counter(k for r in rollouts for k in r.trajectory.failure_kinds)  # type: ignore[union-attr]
+    return counts.most_common()
+
+
+def edit_schema(skill: Skill) -> dict:
+    """One edit, as `reflect.reply_schema` narrows it for the SKILL.md body, plus (a skill that is a
+    folder, or may become one) an edit of a whole supporting file: add a new one, replace or delete one
+    it has."""
+    schema = reply_schema(skill, 1)
+    edit = ReflectionReply.model_json_schema()["$defs"]["ProposedEdit"]
+    props = {k: edit["properties"][k] for k in ("text", "rationale", "evidence")}
+    existing = sorted(skill.files)
+    ops = ["add", "replace", "delete"] if existing else ["add"]
+    path = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$",
+            "maxLength": 120}
+    schema["$defs"]["ProposedEdit"]["anyOf"].append(
+        {"type": "object", "properties": {**props, "op": {"type": "string", "enum": ops}, "file": path,
+                                          "text": {**props["text"], "maxLength": 4000}},
+         "required": ["op", "file", "text"]})
+    return schema
+
+
+def _section_edit(skill: Skill, title: str, text: str, why: str, evidence: list[str]) -> Edit:
+    """Replace the section `title` when the skill has one, else add it before the first protected region."""
+    if any(s.title == title for s in skill.sections()):
+        return Edit(op="replace", anchor=title, text=text, rationale=why, evidence=evidence)
+    return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=evidence)
+
+
+class TrajectoryReflectionProposer:
+    name = "trajectory-reflection"
+
+    def __init__(self, models: Models, spec: ModelSpec, count: int = 2, max_tokens: int | None = None,
+                 temperature: float | None = None, retries: int = 2):
+        self.models, self.spec, self.count, self.retries = models, spec, count, retries
+        self.max_tokens, self.temperature = max_tokens, temperature
+
+    async def propose(self, state: SearchState) -> list[Candidate]:
+        fails = traced(state.scored, failed=True)
+        if not fails or self.count <= 0:
+            return []
+        kinds = kinds_over(fails)
+        foci = [k for k, _ in kinds][: self.count] or [""]
+        self.models.meter.check()
+        reflections = await asyncio.gather(*[self._one(state, fails, kinds, focus, i) for i, focus in enumerate(foci)])
+        state.reflections.extend(reflections)
+        out = []
+        for focus, r in zip(foci, reflections):
+            edits = select(aggregate(r.edits, state.rejected), 1)
+            if edits:
+                out.append(Candidate(id="", step=state.step, origin="trajectory-reflection", parent=state.version,
+                                     edits=edits, rationale=(f"[{focus}] " if focus else "") + r.analysis,
+                                     sources=list(r.minibatch)))
+        return out
+
+    async def _one(self, state: SearchState, fails: list[ScoredRollout], kinds: list[tuple[str, int]],
+                   focus: str, sample: int) -> Reflection:
+        shown = sorted(fails, key=lambda r: focus not in r.trajectory.failure_kinds)[:SHOWN_FAILURES]  # type: ignore[union-attr]
+        wins = traced(state.scored, failed=False)[:SHOWN_SUCCESSES]
+        prompt = render("reflect_trajectory.md.j2", skill_text=state.skill.render(), failures=shown, successes=wins,
+                        files={k: v[:MAX_FILE_SHOWN] for k, v in state.skill.files.items()},
+                        kinds=kinds, failed_total=len(fails), focus=focus, rejected=list(state.rejected)[-10:],
+                        anchors=anchor_choices(state.skill), editable=anchor_choices(state.skill, editable=True))
+        ids = [r.task_id for r in shown]
+        temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
+        for _ in range(self.retries + 1):
+            reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], ReflectionReply,
+                                                role="optimizer", max_tokens=self.max_tokens, temperature=temperature,
+                                                json_schema=edit_schema(state.skill), seed=sample or None)
+            if not (isinstance(reply, StructuredFailure) and reply.transient):
+                break
+        if isinstance(reply, StructuredFailure):
+            return Reflection(minibatch=ids, error=reply.error, transient=reply.transient)
+        edits = [e.to_edit() for e in reply.edits if e.op == "delete" or e.text.strip()][:1]
+        return Reflection(minibatch=ids, edits=edits, analysis=reply.analysis)
+
+
+@dataclass(frozen=True)
+class Habit:
+    name: str
+    passing: int
+    failing: int
+
+
+HABITS = {
+    "ran the tests": lambda t: t.tests_run > 0,
+    "ran the tests after its last edit": lambda t: t.tested_after_last_edit,
+    "the last test run passed": lambda t: t.test_exit == 0,
+    "made an edit": lambda t: any(s.edit for s in t.steps) or bool(t.diff),
+    "every edit applied": lambda t: not any(s.edit and s.failed for s in t.steps),
+    "looked at the code before its first edit": lambda t: _looked_first(t),
+    "left a diff": lambda t: bool(t.diff),
+    "no command failed": lambda t: not any(s.failed for s in t.steps),
+}
+
+
+def _looked_first(t: Trajectory) -> bool:
+    edits = [s.index for s in t.steps if s.edit]
+    first = min(edits) if edits else None
+    return any(not s.edit and not s.test and (first is None or s.index < first) and not _noise(s) for s in t.steps)
+
+
+def _noise(s: TrajectoryStep) -> bool:
+    return any(n in s.command for n in _HARNESS_NOISE) or s.command.lower().startswith("skill")
+
+
+def habits(passing: list[ScoredRollout], failing: list[ScoredRollout]) -> list[Habit]:
+    """The habits whose share differs between passing and failing trajectories, largest gap first."""
+    rows = []
+    for name, has in HABITS.items():
+        p = sum(1 for r in passing if has(r.trajectory))
+        f = sum(1 for r in failing if has(r.trajectory))
+        if abs(p / len(passing) - f / len(failing)) > 1e-9:
+            rows.append(Habit(name, p, f))
+    return sorted(rows, key=lambda h: -abs(h.passing / len(passing) - h.failing / len(failing)))
+
+
+class ProcedureReply(BaseModel):
+    analysis: str = ""
+    steps: list[str] = Field(default_factory=list)
+
+
+def procedure_section(steps: list[str]) -> str:
+    lines = [" ".join(s.split()).lstrip("0123456789.) ").strip()[:MAX_STEP_CHARS] for s in steps]
+    lines = [ln for ln in lines if ln][:MAX_STEPS]
+    return f"## {PROCEDURE}\n\n" + "\n".join(f"{i}. {ln}" for i, ln in enumerate(lines, 1)) + "\n"
+
+
+class ProcedureProposer:
+    name = "procedure"
+
+    def __init__(self, models: Models, spec: ModelSpec, max_tokens: int | None = None,
+                 temperature: float | None = None):
+        self.models, self.spec, self.max_tokens, self.temperature = models, spec, max_tokens, temperature
+
+    async def propose(self, state: SearchState) -> list[Candidate]:
+        passing, failing = traced(state.scored, failed=False), traced(state.scored, failed=True)
+        if not passing or not failing:
+            return []
+        found = habits(passing, failing)
+        shown_p, shown_f = passing[:SHOWN_SUCCESSES + 1], failing[:SHOWN_FAILURES]
+        prompt = render("procedure.md.j2", skill_text=state.skill.render(), habits=found, n_pass=len(passing),
+                        n_fail=len(failing), passing=shown_p, failing=shown_f, min_steps=MIN_STEPS, max_steps=MAX_STEPS)
+        schema = ProcedureReply.model_json_schema()
+        schema["properties"]["steps"].update(minItems=MIN_STEPS, maxItems=MAX_STEPS,
+                                             items={"type": "string", "maxLength": MAX_STEP_CHARS})
+        schema["properties"]["analysis"]["maxLength"] = 400
+        self.models.meter.check()
+        reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], ProcedureReply,
+                                            role="optimizer", max_tokens=self.max_tokens,
+                                            temperature=self.temperature, json_schema=schema)
+        ids = [r.task_id for r in shown_f + shown_p]
+        if isinstance(reply, StructuredFailure):
+            state.reflections.append(Reflection(minibatch=ids, error=f"procedure: {reply.error}",
+                                                transient=reply.transient))
+            return []
+        text = procedure_section(reply.steps)
+        if text.count("\n") < MIN_STEPS + 2:  # fewer than MIN_STEPS steps survived
+            return []
+        why = "a procedure from what passing trajectories did: " + "; ".join(
+            f"{h.name} ({h.passing}/{len(passing)} passing, {h.failing}/{len(failing)} failing)" for h in found[:3])
+        edit = _section_edit(state.skill, PROCEDURE, text, why[:300], [r.task_id for r in shown_f])
+        return [Candidate(id="", step=state.step, origin="procedure", parent=state.version, edits=[edit],
+                          rationale=reply.analysis or why, sources=[r.task_id for r in shown_f])]
+
+
+def condense(t: Trajectory, limit: int = EXAMPLE_STEPS) -> list[TrajectoryStep]:
+    """The steps of a solved trajectory that mattered, in order: its edits, its test runs, and the
+    successful look-ups just before its first edit; failed detours, repeats and the harness's own
+    commands (reading the skill, submitting) dropped."""
+    kept: list[TrajectoryStep] = []
+    first_edit = min((s.index for s in t.steps if s.edit), default=None)
+    looks = [s for s in t.steps if not s.edit and not s.test and not s.failed and not _noise(s)
+             and (first_edit is None or s.index < first_edit)][-2:]
+    for s in t.steps:
+        if _noise(s) or (s.failed and not s.test):
+            continue
+        if (s.edit or s.test or s in looks) and not (kept and kept[-1].command == s.command):
+            kept.append(s)
+    if len(kept) > limit:  # keep the last test run, which shows the fix holding
+        kept = kept[: limit - 1] + kept[-1:]
+    return kept
+
+
+def example_section(t: Trajectory, steps: list[TrajectoryStep]) -> str:
+    """The steps alone: the task's own text is left out (tasks of one benchmark share their wording, which
+    the leakage check would rightly refuse, and the order of the commands is what the example teaches)."""
+    lines = []
+    for i, s in enumerate(steps, 1):
+        what = "run the tests: " if s.test else ("edit: " if s.edit else "")
+        code = "" if s.exit is None else f" (exit {s.exit})"
+        lines.append(f"{i}. {what}`{s.command}`{code}")
+    result = f"\n\nResult: {t.diff}" if t.diff else ""
+    return (f"## {EXAMPLE}\n\nA solved task, condensed to the steps that mattered; work through yours in the same "
+            f"order.\n\n" + "\n".join(lines) + result + "\n")
+
+
+class TrajectoryDemonstrationProposer:
+    name = "trajectory-demonstration"
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()  # task ids already made into an example
+
+    async def propose(self, state: SearchState) -> list[Candidate]:
+        found = [(r, condense(r.trajectory)) for r in traced(state.scored, failed=False)  # type: ignore[arg-type]
+                 if r.task_id in state.tasks and r.task_id not in self.used]
+        found = [(r, steps) for r, steps in found if steps]
+        if not found:
+            return []
+        r, steps = min(found, key=lambda f: (len(f[1]), f[0].trajectory.calls))  # type: ignore[union-attr]
+        self.used.add(r.task_id)
+        text = example_section(r.trajectory, steps)  # type: ignore[arg-type]
+        why = f"a solved trajectory of train task {r.task_id}, condensed to {len(steps)} steps"
+        edit = _section_edit(state.skill, EXAMPLE, text, why, [r.task_id])
+        failed = [x.task_id for x in state.scored if x.failed and x.task_id != r.task_id]
+        return [Candidate(id="", step=state.step, origin="trajectory-demonstration", parent=state.version,
+                          edits=[edit], rationale=why, sources=failed[:4] or [r.task_id])]

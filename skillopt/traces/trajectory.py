@@ -1,0 +1,69 @@
+"""An agent rollout as the agent-aware proposers read it: its tool calls in order (command, exit
+code, whether it edited or ran tests), the tail of its last test run, its diff, where it stopped,
+and the failure kinds its trace shows. Built from the normalized trace by `traces.outcome`, so it is
+the same for claude-code, codex and mini-swe-agent; a chat rollout (no tool call, no patch) has none.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from skillopt.traces.events import TraceEvent
+from skillopt.traces.outcome import diff_files, diff_stat, failure_kinds, read
+
+MAX_STEPS = 40  # tool calls kept per trajectory (first and last ones when longer)
+MAX_COMMAND_CHARS = 160
+MAX_TAIL_CHARS = 600
+
+
+class TrajectoryStep(BaseModel):
+    index: int  # among the tool calls, from 1
+    command: str  # the shell command, or the tool and its target
+    exit: int | None = None  # None: the trace does not say
+    failed: bool = False
+    edit: bool = False
+    test: bool = False
+
+
+class Trajectory(BaseModel):
+    steps: list[TrajectoryStep] = Field(default_factory=list)
+    calls: int = 0  # tool calls in all (steps may hold fewer)
+    tests_run: int = 0
+    test_tail: str = ""  # the last lines of the last test run's output
+    test_exit: int | None = None
+    diff: str = ""  # "1 file (+1 -1): pkg/core.py"; "" when there is no diff
+    diff_files: list[str] = Field(default_factory=list)
+    stop: str = ""  # where the agent stopped and why
+    failure_kinds: list[str] = Field(default_factory=list)  # outcome.FAILURE_KINDS that the trace shows
+
+    @property
+    def tested_after_last_edit(self) -> bool:
+        edits = [s.index for s in self.steps if s.edit]
+        tests = [s.index for s in self.steps if s.test]
+        return bool(tests) and (not edits or max(tests) > max(edits))
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def trajectory(events: list[TraceEvent], error: str | None = None, patch: str | None = None,
+               coding: bool = True) -> Trajectory | None:
+    """The trajectory of one agent rollout; None for a rollout with no tool call and no patch."""
+    o = read(events, error)
+    if not o.commands and patch is None:
+        return None
+    tests = {c.index for c in o.tests}
+    steps = [TrajectoryStep(index=c.index, command=_clip(c.text, MAX_COMMAND_CHARS), exit=c.exit, failed=c.failed,
+                            edit=c.edit, test=c.index in tests) for c in o.commands]
+    if len(steps) > MAX_STEPS:
+        steps = steps[: MAX_STEPS // 4] + steps[-(MAX_STEPS - MAX_STEPS // 4):]
+    last = o.tests[-1] if o.tests else None
+    tail = "\n".join(last.output.strip().splitlines()[-8:]) if last is not None else ""
+    if len(tail) > MAX_TAIL_CHARS:
+        tail = "..." + tail[-(MAX_TAIL_CHARS - 3):]
+    return Trajectory(steps=steps, calls=len(o.commands), tests_run=len(o.tests), test_tail=tail,
+                      test_exit=last.exit if last is not None else None,
+                      diff=diff_stat(patch) if patch and patch.strip() else "", diff_files=diff_files(patch),
+                      stop=o.stop, failure_kinds=failure_kinds(events, error, patch, coding=coding))

@@ -1,0 +1,206 @@
+"""The agent-aware proposers (optimizer/agent.py): what the optimizer is shown for agent
+trajectories (failure kinds counted over the batch, the commands with their exit codes, the test
+tail, the diff, the stop), and that each candidate is a well-formed edit of the skill, with its
+own origin. The optimizer is the scripted fake server; the trajectories are read from
+Claude Code / Codex / mini-swe-agent shaped traces by `traces.trajectory`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from skillopt.benchmarks.base import Task
+from skillopt.edits import apply_edits
+from skillopt.models import Meter, Models, ProviderEnv
+from skillopt.models.spec import parse_model_spec
+from skillopt.optimizer.agent import (
+    ProcedureProposer, TrajectoryDemonstrationProposer, TrajectoryReflectionProposer, condense, habits,
+)
+from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.types import ScoredRollout
+from skillopt.skill import Skill
+from skillopt.traces.events import MessageEvent
+from skillopt.traces.trajectory import trajectory
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.fakes.agent_scripts import shell_call
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_harness_mini_swe_agent import bwrap, skill_path
+from tests.test_train_e2e import code_tasks
+from tests.test_outcome import PATCH, call, claude_trace, codex_trace
+
+SKILL = Skill.parse("---\nname: fixer\ndescription: Fix failing tests in a Python repository.\n---\n"
+                    "# Fixer\n\nFind the bug and fix it.\n")
+
+
+def mini_trace(n: int) -> list:
+    """mini-swe-agent shaped: bash only, the skill read first, an edit that fails, no test run."""
+    return [MessageEvent(role="user", text=f"fix issue {n}"),
+            *call(1, "bash", {"command": "cat .agents/skills/fixer/SKILL.md"}, "name: fixer"),
+            *call(2, "bash", {"command": "grep -rn total pkg/"}, "pkg/core.py:3: total = 0"),
+            *call(3, "bash", {"command": "sed -i 's/total = 0/total = 1/' pkg/core.pyy"},
+                  "[exit code 2]\nsed: can't read pkg/core.pyy", failed=True),
+            *call(4, "bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}, "")]
+
+
+def scored(task_id: str, events: list, hard: float, patch: str | None, error: str | None = None) -> ScoredRollout:
+    return ScoredRollout(task_id=task_id, prompt=f"Fix the bug reported in issue {task_id}.", reference="",
+                         output="done", hard=hard, soft=hard, feedback="2 tests failed" if hard < 1 else "passed",
+                         summary="", trajectory=trajectory(events, error, patch))
+
+
+def state() -> SearchState:
+    rollouts = [scored("t-codex", codex_trace(), 0.0, "", "timed out after 60s"),
+                scored("t-mini-1", mini_trace(1), 0.0, ""), scored("t-mini-2", mini_trace(2), 0.0, ""),
+                scored("t-claude", claude_trace(), 1.0, PATCH)]
+    rollouts[0].error = None  # a time-out is an agent failure, scored 0 (the trace still says it)
+    tasks = {r.task_id: Task(id=r.task_id, prompt=r.prompt, kind="swe") for r in rollouts}
+    return SearchState(step=1, version=0, skill=SKILL, scored=rollouts, tasks=tasks)
+
+
+def optimizer(seen: list[FakeRequest]):
+    def script(req: FakeRequest) -> FakeReply:
+        seen.append(req)
+        if "numbered procedure" in req.last_user_text:
+            return FakeReply(text=json.dumps({"analysis": "passing runs tested after editing", "steps": [
+                "1. Read the failing test first.", "Find the code it exercises with grep.",
+                "Make the smallest edit, then check it applied with git diff.",
+                "Run the tests with python -m pytest -q before finishing."]}))
+        edit = {"op": "add", "anchor": "", "text": "Run `python -m pytest -q` after every edit; "
+                "finish only when it exits 0.", "rationale": "tests never run", "evidence": ["t-mini-1"]}
+        return FakeReply(text=json.dumps({"analysis": "the agent never ran the tests", "edits": [edit]}))
+    return script
+
+
+def test_trajectories_are_read_from_each_agents_trace():
+    t = trajectory(mini_trace(1), None, "")
+    assert [(s.index, s.exit, s.edit, s.test) for s in t.steps] == [
+        (1, 0, False, False), (2, 0, False, False), (3, 2, True, False), (4, 0, False, False)]
+    assert t.failure_kinds == ["tests never run", "edit did not apply"] and t.diff == ""
+    c = trajectory(claude_trace(), None, PATCH)
+    assert c.tests_run == 2 and c.test_exit == 0 and c.tested_after_last_edit and c.failure_kinds == []
+    assert c.diff == "1 file (+1 -1): pkg/core.py" and c.test_tail == "1 passed in 0.1s"
+    assert trajectory([MessageEvent(role="assistant", text="Answer: 4")]) is None  # a chat rollout
+
+
+async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
+    seen: list[FakeRequest] = []
+    st = state()
+    with FakeModelServer(optimizer(seen)) as srv:
+        models = Models(env=ProviderEnv(), meter=Meter())
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        out = await TrajectoryReflectionProposer(models, spec, count=2).propose(st)
+    assert len(seen) == 2  # one reflection per recurring kind, most frequent first
+    first, second = (r.last_user_text for r in seen)
+    assert "- tests never run: 3\n- edit did not apply: 3\n- time-out: 1" in first
+    assert 'here: "tests never run"' in first and 'here: "edit did not apply"' in second
+    assert "3. sed -i 's/total = 0/total = 1/' pkg/core.pyy -> exit 2 [edit]" in first
+    assert "1. sed -i 's/x = 1/x = 2/' pkg/cor.py -> exit 2 [edit]" in first
+    assert "Tests: never run" in first and "stopped after 1 tool call" in first and "timed out after 60s" in first
+    assert "## PASSED task t-claude" in first and "python -m pytest -q tests/test_core.py (exit 0)" in first
+    assert (seen[0].json_schema or seen[0].response_format["json_schema"]["schema"])[
+        "properties"]["edits"]["maxItems"] == 1  # one edit per reflection
+    assert [c.origin for c in out] == ["trajectory-reflection"] * 2
+    assert out[0].rationale.startswith("[tests never run] ") and out[0].sources[0] in ("t-codex", "t-mini-1")
+    for c in out:
+        assert len(c.edits) == 1 and apply_edits(SKILL, c.edits).applied
+    assert len(st.reflections) == 2 and all(r.error is None for r in st.reflections)
+
+
+async def test_procedure_contrasts_passing_and_failing_trajectories():
+    seen: list[FakeRequest] = []
+    st = state()
+    found = {h.name: (h.passing, h.failing) for h in habits(
+        [r for r in st.scored if not r.failed], [r for r in st.scored if r.failed])}
+    assert found["ran the tests after its last edit"] == (1, 0) and found["left a diff"] == (1, 0)
+    with FakeModelServer(optimizer(seen)) as srv:
+        models = Models(env=ProviderEnv(), meter=Meter())
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        (c,) = await ProcedureProposer(models, spec).propose(st)
+    asked = seen[0].last_user_text
+    assert "- ran the tests after its last edit: 1/1 passing, 0/3 failing" in asked
+    assert "## FAILED task t-mini-1 (failure kinds: tests never run, edit did not apply)" in asked
+    assert c.origin == "procedure" and len(c.edits) == 1
+    result = apply_edits(SKILL, c.edits)
+    assert result.applied and "## Procedure\n\n1. Read the failing test first.\n2. Find the code" in result.skill.body
+    assert "4. Run the tests with python -m pytest -q before finishing." in result.skill.body
+    # a second procedure replaces the first rather than stacking
+    st2 = state()
+    st2.skill = result.skill
+    with FakeModelServer(optimizer([])) as srv:
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        (c2,) = await ProcedureProposer(Models(env=ProviderEnv(), meter=Meter()), spec).propose(st2)
+    assert c2.edits[0].op == "replace" and c2.edits[0].anchor == "Procedure"
+
+
+async def test_demonstration_condenses_a_solved_trajectory_into_steps():
+    st = state()
+    (c,) = await TrajectoryDemonstrationProposer().propose(st)
+    assert c.origin == "trajectory-demonstration" and c.edits[0].evidence == ["t-claude"]
+    text = c.edits[0].text
+    assert text.startswith("## Example run\n")
+    assert ("1. run the tests: `python -m pytest -q tests/test_core.py` (exit 1)\n"
+            "2. edit: `Edit /w/pkg/core.py`\n3. run the tests: `python -m pytest -q tests/test_core.py` (exit 0)") in text
+    assert "Result: 1 file (+1 -1): pkg/core.py" in text
+    assert apply_edits(SKILL, c.edits).applied
+    assert await TrajectoryDemonstrationProposer().propose(SearchState(
+        step=1, version=0, skill=SKILL, scored=[r for r in st.scored if r.failed], tasks=st.tasks)) == []
+    # the skill read and the submit echo are the harness's, a failed detour is dropped
+    solved = trajectory([*mini_trace(1)[:5], *call(5, "bash", {"command": "python -m pytest -q"}, "1 passed")], None,
+                        PATCH)
+    assert [s.command for s in condense(solved)] == ["grep -rn total pkg/", "python -m pytest -q"]
+
+
+
+def agent_and_optimizer(seen: list[FakeRequest]):
+    """mini-swe-agent's model (its bash tool): reads the skill, looks around (a command that fails on the
+    items from 3 on), submits; right on the items below 3. The optimizer: the chat requests without tools."""
+    def script(req: FakeRequest) -> FakeReply:
+        if not req.tools:
+            return optimizer(seen)(req)
+        done = len(req.tool_results)
+        if done == 0:
+            return FakeReply(text="Reading the skill.", tool_calls=(shell_call(req, f"cat {skill_path(req)}"),))
+        n = int(re.search(r"secret code of item (\d+)", "\n".join(m.text for m in req.messages)).group(1))
+        if done == 1:
+            return FakeReply(text="Looking.", tool_calls=(shell_call(req, "ls -a" if n < 3 else "ls no-such-dir"),))
+        answer = f"ZETA-{n}" if n < 3 else "unknown"
+        return FakeReply(text="Done.", tool_calls=(shell_call(
+            req, f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo 'Answer: {answer}'"),))
+    return script
+
+
+@pytest.mark.slow  # real mini-swe-agent rollouts (a few seconds each, more on a busy machine)
+def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_path):
+    pytest.importorskip("minisweagent")
+    bwrap()  # skips without bubblewrap
+    seen: list[FakeRequest] = []
+    # item-02 (solved) and item-04 (not) are the train batch of split seed 0
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(6))
+    with FakeModelServer(agent_and_optimizer(seen)) as srv:
+        args = ["run", "--benchmark", str(data), "--harness", "mini-swe-agent",
+                "--target_model", f"openai-compatible:fake-agent@{srv.openai_url}",
+                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+                "--run-id", "mini", "--epochs", "1", "--train-size", "2", "--val-size", "1", "--test-size", "0",
+                "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
+                "--set", "train.max_reflections_per_step=0", "--set", "train.rules_per_step=0",
+                "--set", "train.merge=false", "--set", "train.ablations_per_step=0", "--set", "train.screen=false",
+                "--set", "train.trajectory_reflections=1", "--set", "limits.timeout_s=90"]
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "runs" / "mini"
+    rows = {x["task_id"]: x for x in map(json.loads, (run / "rollouts.jsonl").read_text().splitlines())
+            if x["split"] == "train"}
+    assert {k: v["hard"] for k, v in rows.items()} == {"item-02": 1.0, "item-04": 0.0}, "the split changed"
+    cands = {c["origin"]: c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())}
+    assert set(cands) == {"trajectory-reflection", "procedure", "trajectory-demonstration"}
+    assert all(c["applied"] == ["applied"] and c["version"] for c in cands.values())
+    assert "1. `ls -a` (exit 0)" in cands["trajectory-demonstration"]["edits"][0]["text"]
+    (reflection,) = [q.last_user_text for q in seen if "recurring failure" in q.last_user_text]
+    # question tasks (kind qa): no failure kind applies; the commands and exit codes are still shown
+    assert "Failure kinds over this batch (1 failed rollout):\n- none read from the traces" in reflection, reflection
+    assert "2. ls no-such-dir -> exit 2" in reflection and "## FAILED task item-04" in reflection
+    assert "1. cat .agents/skills/" in reflection and "-> exit 0" in reflection
+    (procedure,) = [q.last_user_text for q in seen if "numbered procedure" in q.last_user_text]
+    assert "- no command failed: 1/1 passing, 0/1 failing" in procedure
