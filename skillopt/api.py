@@ -96,7 +96,7 @@ def _provider_env(env: Mapping[str, str] | ProviderEnv | None) -> tuple[Provider
 
         environ = read_environment()
     else:
-        from skillopt.store.redact import register_secrets, secrets_in_environ
+        from skillopt.io.redact import register_secrets, secrets_in_environ
 
         environ = dict(env)
         register_secrets(*secrets_in_environ(environ))
@@ -182,13 +182,13 @@ def _listeners(listeners: Sequence[Listener], progress: Progress) -> list[Listen
     the run finishes; `_stop_progress` stops it when the work ends otherwise)."""
     if not progress:
         return list(listeners)
-    from skillopt.cli.progress_plain import progress_view
+    from skillopt.progress.plain import progress_view
 
     return [progress_view(progress), *listeners]
 
 
 def _stop_progress(every: Sequence[Listener]) -> None:
-    from skillopt.cli.progress_plain import PlainProgress
+    from skillopt.progress.plain import PlainProgress
 
     for listener in every:
         if isinstance(listener, PlainProgress):

@@ -21,8 +21,8 @@ from skillopt.benchmarks.base import SplitSizes
 from skillopt.errors import BadInput
 from skillopt.harness.base import Limits
 from skillopt.models.meter import Budget
-from skillopt.store.files import read_user_text
-from skillopt.store.redact import redact
+from skillopt.io.files import read_user_text
+from skillopt.io.redact import redact
 
 Count = Annotated[int, Field(ge=1, le=1_000_000)]  # sizes and counts: at least one (and not absurd)
 Seconds = Annotated[float, Field(gt=0, le=7 * 86400)]  # a week at most

@@ -14,7 +14,7 @@ from pathlib import Path
 def read_environment(dotenv: str | Path = ".env") -> dict[str, str]:
     from dotenv import dotenv_values
 
-    from skillopt.store.redact import register_secrets, secrets_in_environ
+    from skillopt.io.redact import register_secrets, secrets_in_environ
 
     path = Path(dotenv)
     values = {k: v for k, v in dotenv_values(path).items() if v is not None} if path.is_file() else {}

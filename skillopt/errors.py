@@ -61,10 +61,6 @@ class ScorerFailed(RunFailed):
                          f"{': ' + why[:300] if why else ''}: fix it, then continue with run --resume")
 
 
-class Interrupted(SkilloptError):
-    """The run was asked to stop (SIGINT, stop file); state is saved."""
-
-
 def require(module: str, what: str, extra: str):
     """Import an optional dependency lazily, or raise `MissingExtra` naming the pip install."""
     import importlib

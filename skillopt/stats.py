@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
-EPS = 1e-9
+EPS = 1e-9  # the one tolerance for comparing scores: a difference within it is a tie
 
 TestName = Literal["mcnemar-exact", "paired-bootstrap", "sign-flip-exact", "none"]
 
@@ -144,13 +144,23 @@ def t_critical(df: int, level: float = 0.95) -> float:
 
 
 # paired comparisons --------------------------------------------------------------------------------
+def outcome(a: float, b: float, eps: float = EPS) -> Literal["win", "loss", "tie"]:
+    """B against A on one task: the one win / loss rule (a difference within `eps` is a tie)."""
+    return "win" if b > a + eps else "loss" if b < a - eps else "tie"
+
+
+def count_outcomes(pairs: Iterable[tuple[float, float]], eps: float = EPS) -> Outcomes:
+    """Wins / losses / ties of B against A over (a, b) pairs (by `outcome`)."""
+    pairs = list(pairs)
+    kinds = [outcome(a, b, eps) for a, b in pairs]
+    wins, losses = kinds.count("win"), kinds.count("loss")
+    delta = sum(b - a for a, b in pairs) / len(pairs) if pairs else 0.0
+    return Outcomes(wins=wins, losses=losses, ties=len(pairs) - wins - losses, n=len(pairs), delta=delta)
+
+
 def paired_outcomes(a: Mapping[str, float], b: Mapping[str, float], eps: float = EPS) -> Outcomes:
     """Wins / losses / ties of B against A on the tasks both have (values: per-task means)."""
-    common = [t for t in a if t in b]
-    wins = sum(b[t] > a[t] + eps for t in common)
-    losses = sum(b[t] < a[t] - eps for t in common)
-    delta = sum(b[t] - a[t] for t in common) / len(common) if common else 0.0
-    return Outcomes(wins=wins, losses=losses, ties=len(common) - wins - losses, n=len(common), delta=delta)
+    return count_outcomes(((a[t], b[t]) for t in a if t in b), eps)
 
 
 def mcnemar_exact(b: int, c: int) -> float:

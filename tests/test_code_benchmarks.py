@@ -19,7 +19,7 @@ from skillopt.benchmarks.code import (
     reference_code,
     run_checks,
 )
-from skillopt.benchmarks.sandbox import ResourceLimits, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, run_limited
 
 
 def fenced(code: str) -> str:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from skillopt.store.files import read_jsonl
+from skillopt.io.files import read_jsonl
 from skillopt.store.writer import GroupedWriter, RolloutWrite
 from tests.helpers import REPO
 

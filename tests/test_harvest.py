@@ -14,10 +14,11 @@ import pytest
 from skillopt.benchmarks import SplitSizes, get_benchmark
 from skillopt.benchmarks.base import RolloutOutput
 from skillopt.errors import BadInput
+from skillopt.benchmarks.harvested import verify_check
 from skillopt.harvest import HarvestOptions
 from skillopt.harvest import harvest as run_harvest
-from skillopt.harvest.adopt import adopt
-from skillopt.store.redact import scrub
+from skillopt.report.adopt import adopt
+from skillopt.io.redact import scrub
 from skillopt.store.refs import resolve_skill_ref
 from tests.fakes.agent_scripts import run_command
 from tests.fakes.server import FakeModelServer
@@ -309,7 +310,8 @@ def test_verify_runs_each_test_check_on_its_start_state(home):
     # the session's tests, as the repository holds them now, pass with the start state's code
     (home / "proj" / "test_more.py").unlink()
     (home / "proj" / "test_calc.py").write_text(TEST.replace("add(2, 3), 5", "add(3, 3), 0"))
-    result = run_harvest(HarvestOptions("claude-code", home / ".claude", dry_run=True, home=str(home), verify=True))
+    result = run_harvest(HarvestOptions("claude-code", home / ".claude", dry_run=True, home=str(home), verify=True,
+                                         verifier=verify_check))
     tests = [t.check for t in result.tasks if t.check.kind == "test_command"]
     assert [c.confidence for c in tests] == ["low", "low"]
     assert all(c.why.endswith("verified: it passes on the start state unchanged") for c in tests)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from skillopt.cli.progress_plain import PlainProgress, resolve_kind
+from skillopt.progress.plain import PlainProgress, resolve_kind
 from skillopt.config import RunConfig, StoredConfig
 from skillopt.engine.events import PhaseStarted, RunStarted
 from tests.fakes.server import FakeModelServer, FakeReply

@@ -289,6 +289,7 @@ async def test_agent_in_the_container_gets_a_container_spec_and_its_patch_is_gra
     assert ENV_NOTE not in task.prompt
     ws = tmp_path / "runs" / "r1" / "work" / "lane-1-0"
     ws.mkdir(parents=True)
+    bench.bind_run("r1")  # what the run does before its rollouts (engine.setup.isolation)
     bench.prepare(task, ws)
     spec = task_container(ws)
     assert spec is not None and engine.containers == {}  # the harness starts it, not the benchmark

@@ -13,7 +13,7 @@ from skillopt.models.prices import cost_usd
 from skillopt.models.spec import parse_model_spec
 from skillopt.models.types import CallRecord
 from skillopt.optimizer.schedule import Constant, Cosine, Linear, make_schedule
-from skillopt.store.files import append_jsonl, atomic_write_text, read_jsonl
+from skillopt.io.files import append_jsonl, atomic_write_text, read_jsonl
 
 
 @pytest.mark.parametrize("text, provider, model, url", [

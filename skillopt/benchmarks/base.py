@@ -88,6 +88,13 @@ def data_hash(tasks: Sequence[Task]) -> str:
     return h.hexdigest()[:16]
 
 
+def split_data_hash(benchmark: Benchmark) -> str:
+    """The data hash a run records (its summary; an evaluation's, compare's): the tasks of the train,
+    val and test splits. (`engine.settings.Settings.data_hash`, part of a run's fingerprint, hashes
+    `tasks("all")`; both stay what earlier runs recorded.)"""
+    return data_hash([t for s in ("train", "val", "test") for t in benchmark.tasks(s)])  # type: ignore[arg-type]
+
+
 class SplitTasks:
     """Split assignment, task lookup and the data hash for a benchmark that holds its tasks in
     memory: the class gives `sizes` and `_by_id` (every task by id, in the data's order)."""
@@ -168,6 +175,14 @@ class DrivesContainerFromHost(Protocol):
 
     @property
     def host_agent_uses_docker(self) -> bool: ...
+
+
+@runtime_checkable
+class LabelsByRun(Protocol):
+    """Optional capability: a benchmark that labels what it starts (Docker containers) with the run
+    it serves, so a run's leftovers can be found and removed; told the run id before any rollout."""
+
+    def bind_run(self, run_id: str) -> None: ...
 
 
 @runtime_checkable

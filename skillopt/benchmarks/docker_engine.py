@@ -73,12 +73,6 @@ def owner_alive(value: str) -> bool:
         return False
 
 
-def run_label(ws: Path) -> str | None:
-    """The run a workspace belongs to: rollouts run in `<runs>/<run_id>/work/lane-*`."""
-    ws = Path(ws)
-    return ws.parent.parent.name if ws.parent.name == "work" and ws.name.startswith("lane-") else None
-
-
 def labels(purpose: str, instance: str, run: str | None = None, **extra: str) -> dict[str, str]:
     out = {LABEL: "1", f"{LABEL}.owner": owner(), f"{LABEL}.purpose": purpose, f"{LABEL}.instance": instance}
     if run:

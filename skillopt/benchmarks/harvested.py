@@ -31,7 +31,7 @@ from typing import Any
 
 from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.benchmarks.registry import benchmark
-from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, minimal_env, run_limited
 from skillopt.errors import BadInput
 from skillopt.harvest.schema import HarvestedTask
 from skillopt.sandbox import Sandbox, interpreter_paths
@@ -187,3 +187,23 @@ def _harvest(sizes: SplitSizes, path: str | None = None, judge_model: str | None
 
     return HarvestBenchmark(read_tasks(Path(path)), sizes, judge_model=judge_model, test_timeout_s=test_timeout_s,
                             memory_mb=memory_mb)
+
+
+def verify_check(task: HarvestedTask, timeout_s: float) -> HarvestedTask:
+    """Run a test-command check on the untouched start state (rebuilt as this benchmark does, the
+    session's test files in place; `harvest --verify`): one that passes there cannot tell a fix from none,
+    and drops to low confidence; one that fails keeps its confidence, now verified."""
+    bench = HarvestBenchmark([task], SplitSizes(train=0, val=0, test=None), test_timeout_s=timeout_s)
+    ws = Path(tempfile.mkdtemp(prefix="skillopt-verify-"))
+    try:
+        t = bench.tasks("all")[0]
+        bench.prepare(t, ws)
+        score = asyncio.run(bench.score(t, RolloutOutput(), ws))
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    if score.hard:
+        why = task.check.why + "; verified: it passes on the start state unchanged"
+        check = task.check.model_copy(update={"confidence": "low", "why": why})
+    else:
+        check = task.check.model_copy(update={"why": task.check.why + "; verified: it fails on the start state"})
+    return task.model_copy(update={"check": check})

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from skillopt.benchmarks import scorers
 from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.errors import BadInput
-from skillopt.store.files import read_user_text
+from skillopt.io.files import read_user_text
 
 ScorerName = Literal["auto", "choice", "numeric", "exact", "f1"]
 SCORERS: tuple[str, ...] = ("auto", "choice", "numeric", "exact", "f1")

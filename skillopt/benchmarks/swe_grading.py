@@ -108,7 +108,7 @@ def load_instances(path: Path) -> list[SweInstance]:
     """Rows from a `.jsonl` or `.json` file; any problem is a `BadInput` naming the file and line."""
     if not path.is_file():
         raise BadInput(f"SWE task file {path} not found")
-    from skillopt.store.files import read_user_text
+    from skillopt.io.files import read_user_text
 
     text = read_user_text(path, "SWE task file")
     if path.suffix == ".json":
@@ -285,7 +285,7 @@ def write_logs(log_dir: Path | None, patch: str, log_text: str, report: GradeRep
     """Per-rollout files: the patch, the test log, the report, and any extra `name=text`."""
     if log_dir is None:
         return
-    from skillopt.store.files import atomic_write_text  # secrets masked, as in every file skillopt writes
+    from skillopt.io.files import atomic_write_text  # secrets masked, as in every file skillopt writes
 
     atomic_write_text(log_dir / "patch.diff", patch)
     atomic_write_text(log_dir / "test_output.txt", log_text)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import RolloutOutput, Score, SplitSizes, SplitTasks, Task
 from skillopt.benchmarks.registry import benchmark
-from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, minimal_env, run_limited
 from skillopt.git import apply_with_fallbacks, base_commit, git, local_runner
 from skillopt.benchmarks.swe_grading import (
     APPLY_PATCH_FAIL,
@@ -55,8 +55,8 @@ from skillopt.benchmarks.swe_grading import (
 )
 from skillopt.errors import BadInput
 from skillopt.sandbox import Sandbox, interpreter_paths
-from skillopt.store.files import atomic_write_text
-from skillopt.store.run import safe_name
+from skillopt.io.files import atomic_write_text
+from skillopt.io.names import safe_name
 
 SHIPPED_TASKS = Path(__file__).resolve().parents[2] / "benchmarks" / "swe_local" / "tasks.jsonl"
 DEFAULT_TEST_CMD = ("python", "-m", "pytest", "-rA", "-p", "no:cacheprovider")

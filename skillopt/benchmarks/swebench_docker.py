@@ -46,7 +46,6 @@ from skillopt.benchmarks.docker_engine import (
     docker_client,
     labels,
     remove_orphans,
-    run_label,
 )
 from skillopt.benchmarks.environment import TaskContainer
 from skillopt.benchmarks.registry import benchmark
@@ -130,6 +129,7 @@ class SWEBenchDocker(SplitTasks):
         self.mount_workspace, self.log_dir = mount_workspace, log_dir
         self._work: dict[str, Any] = {}  # workspace -> its work container (agent on the host)
         self._setup_errors: dict[str, str] = {}
+        self.run_id: str | None = None  # labels its containers (`LabelsByRun`)
         atexit.register(_close_ref, weakref.ref(self))
 
     @property
@@ -156,6 +156,10 @@ class SWEBenchDocker(SplitTasks):
         note = "" if self.agent_in_container or not self.mount_workspace else ENV_NOTE
         return {i.instance_id: swe_task(i, note) for i in self._load()}
 
+    def bind_run(self, run_id: str) -> None:
+        """`LabelsByRun`: the containers started from now on carry `run_id`."""
+        self.run_id = run_id
+
     def prepare(self, task: Task, ws: Path) -> None:
         """The agent's container (inside), or `/testbed` copied into the workspace and a work container
         (on the host). Failures are remembered and scored, never raised."""
@@ -164,7 +168,7 @@ class SWEBenchDocker(SplitTasks):
             lim = self.limits
             TaskContainer(image=image_name(inst, self.prefix), instance=inst.instance_id, workdir=WORKDIR,
                           memory=lim.memory, cpus=lim.cpus, pids=lim.pids, wall_s=lim.wall_s,
-                          run=run_label(ws)).write(Path(ws))
+                          run=self.run_id).write(Path(ws))
             return
         try:
             self._copy_testbed(inst, Path(ws))
@@ -175,7 +179,7 @@ class SWEBenchDocker(SplitTasks):
 
     def _copy_testbed(self, inst: SweInstance, ws: Path) -> None:
         spec = ContainerSpec(image=image_name(inst, self.prefix), name=container_name("copy", inst.instance_id),
-                             labels=labels("copy", inst.instance_id, run_label(ws)), limits=self.limits)
+                             labels=labels("copy", inst.instance_id, self.run_id), limits=self.limits)
         box = self.docker.create(spec, start=False)
         try:
             self.docker.copy_out(box, WORKDIR, ws)
@@ -185,7 +189,7 @@ class SWEBenchDocker(SplitTasks):
 
     def _start_work(self, inst: SweInstance, ws: Path) -> None:
         spec = ContainerSpec(image=image_name(inst, self.prefix), name=container_name("work", inst.instance_id),
-                             labels=labels("work", inst.instance_id, run_label(ws)), limits=self.limits,
+                             labels=labels("work", inst.instance_id, self.run_id), limits=self.limits,
                              mounts={str(ws.resolve()): WORKDIR}, environment={"PYTHONDONTWRITEBYTECODE": "1"})
         self._work[str(ws.resolve())] = self.docker.create(spec)
         env = ws / ".skillopt" / "env"
@@ -218,7 +222,7 @@ class SWEBenchDocker(SplitTasks):
         patch, where = await asyncio.to_thread(rollout_patch, out, None if self.agent_in_container else Path(ws))
         stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         log_dir = (self.log_dir or Path(ws).parent / "swe-logs") / task.id / stamp
-        report = await asyncio.to_thread(self.grade, task, patch, log_dir, run_label(ws))
+        report = await asyncio.to_thread(self.grade, task, patch, log_dir, self.run_id)
         s = report.score
         return s.model_copy(update={"feedback": f"{s.feedback} (patch from {where})"}) if patch else s
 

@@ -20,8 +20,8 @@ from typer.core import TyperGroup
 
 from skillopt import __version__
 from skillopt.errors import BadInput, SkilloptError
+from skillopt.progress.console import console  # stderr; the progress views print to it too
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
@@ -84,7 +84,7 @@ class _Group(TyperGroup):
 
 def _masked(e: BaseException) -> str:
     """An error's message as stderr shows it: secrets masked, as on disk."""
-    from skillopt.store.redact import redact
+    from skillopt.io.redact import redact
 
     return redact(str(e))
 
@@ -133,15 +133,6 @@ def load_env() -> dict[str, str]:
     from skillopt.environ import read_environment
 
     return read_environment()
-
-
-def protect(cfg):
-    """Register the secrets a resolved configuration holds (options under key-like names, `env`
-    values, URL credentials) for redaction; returns `cfg`."""
-    from skillopt.store.redact import register_secrets, secrets_in
-
-    register_secrets(*secrets_in(cfg.model_dump(mode="json")))
-    return cfg
 
 
 def fail(message: str) -> None:

@@ -43,7 +43,7 @@ def compare(
     no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Score skill files with agents unsandboxed."),
 ) -> None:
     from skillopt.api import compare as compare_api
-    from skillopt.cli.progress import ProgressView
+    from skillopt.progress.bars import ProgressView
 
     fmt = "json" if as_json else fmt
     if fmt not in FORMATS:

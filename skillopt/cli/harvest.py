@@ -54,6 +54,7 @@ def harvest(
     verify: bool = typer.Option(False, "--verify", help="Run each test-command check on its start state (your "
                                 "own tests, on this machine): one that passes unchanged drops to low confidence."),
 ) -> None:
+    from skillopt.benchmarks.harvested import verify_check
     from skillopt.harvest import HarvestOptions, harvest as run_harvest
 
     if source not in SOURCES:
@@ -64,7 +65,7 @@ def harvest(
     home = Path(env.get("HOME") or Path.home())
     opts = HarvestOptions(source, path or default_path(source, env, home), output, dry_run, project,
                           _day(since, "--since"), _day(until, "--until"), used_skill, unused_skill, str(home),
-                          verify)
+                          verify, verifier=verify_check)
     result = run_harvest(opts)
     r = result.report
     if dry_run:
@@ -92,7 +93,7 @@ def adopt(
     harness: str = typer.Option(None, "--harness", help="claude-code | codex (default: the run's harness)."),
     user: bool = typer.Option(False, "--user", help="Install for every project: under your home folder."),
 ) -> None:
-    from skillopt.harvest.adopt import adopt as run_adopt
+    from skillopt.report.adopt import adopt as run_adopt
     from skillopt.store.refs import resolve_skill_ref
 
     r = resolve_skill_ref(ref, Globals.runs_dir)

@@ -24,7 +24,7 @@ def report(
     fmt: str = typer.Option(None, "--format", "-f", help="html | markdown (default: from the file name, else html)."),
 ) -> None:
     from skillopt.report.data import RunView
-    from skillopt.store.files import writable_output
+    from skillopt.io.files import writable_output
     from skillopt.report.run_report import (
         build_report,
         render_html,

@@ -8,7 +8,7 @@ import typer
 
 from skillopt.cli.app import EXIT_FAILED, EXIT_STOPPED, Globals, app, console, load_env, out
 from skillopt.cli.progress import print_next_steps, print_summary
-from skillopt.cli.progress_plain import progress_view
+from skillopt.progress.plain import progress_view
 from skillopt.config import FLAG_SETTINGS, PRESETS, default_of
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from skillopt.cli.app import Globals, app, new_app, out
 from skillopt.report.runs_list import run_rows
+from skillopt.stats import outcome as task_outcome
 
 runs_app = new_app("List runs and show one run's skill versions and decisions.")
 app.add_typer(runs_app, name="runs")
@@ -180,7 +181,7 @@ def _print_version(view, node, diff: bool) -> None:
                 outcome, cand = "not evaluated", "-"
             else:
                 cand = f"{t.candidate:.3f}"
-                outcome = "win" if t.candidate > t.incumbent + 1e-9 else "loss" if t.candidate < t.incumbent - 1e-9 else "tie"
+                outcome = task_outcome(t.incumbent, t.candidate)
             table.add_row(t.task_id, f"{t.incumbent:.3f}", cand, outcome)
         out.print(table)
     elif node.status == "not-gated":

@@ -34,18 +34,18 @@ def export_command(
 ) -> None:
     if fmt not in FORMATS:
         raise BadInput(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
-    roots, versions = [], set()
+    stores, versions = [], set()
     for ref in runs:
         run_id, _, suffix = ref.partition(":")
         if suffix:
             versions.add(_version(ref, suffix))
-        roots.append(RunStore.open(Globals.runs_dir, run_id).root)
+        stores.append(RunStore.open(Globals.runs_dir, run_id))
     if version is None and len(versions) == 1:
         version = versions.pop()
     elif versions and (len(versions) > 1 or version not in versions):
         raise BadInput("give one skill version: RUN:vN on every run, or --version N")
-    target = out_dir or roots[0] / "tokens" / f"export-{fmt}"
-    result = export_runs(roots, target, fmt, ExportFilter(resolved_only, version, min_reward))
+    target = out_dir or stores[0].paths.tokens / f"export-{fmt}"
+    result = export_runs([s.root for s in stores], target, fmt, ExportFilter(resolved_only, version, min_reward))
     out.print(f"wrote {result.rows} rows ({result.instances} instances, {result.runs} runs) to {result.path}",
               markup=False)
     if result.skipped_runs:

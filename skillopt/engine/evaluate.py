@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, data_hash
+from skillopt.benchmarks.base import Benchmark, split_data_hash
 from skillopt.config import RunConfig, StoredConfig
 from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RunStarted
 from skillopt.engine.loop import split_score
@@ -19,8 +19,9 @@ from skillopt.engine.setup import (
 from skillopt.harness.workspace import check_skill_name
 from skillopt.errors import RunFailed
 from skillopt.models import ProviderEnv
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.index import RunIndex
+from skillopt.store.layout import index_path
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
@@ -97,17 +98,16 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished",
                                fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
-    every = [t for s in ("train", "val", "test") for t in benchmark.tasks(s)]  # type: ignore[arg-type]
     summary = RunSummary(run_id=store.run_id, status="finished", benchmark=cfg.benchmark, harness=cfg.harness,
-                         target_model=cfg.target_model, optimizer_model="", data_hash=data_hash(every),
+                         target_model=cfg.target_model, optimizer_model="", data_hash=split_data_hash(benchmark),
                          versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
     store.write_summary(summary)
-    index = RunIndex(runs_dir / "skillopt.db")
+    index = RunIndex(index_path(runs_dir))
     index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
     index.upsert_version(store.run_id, v)
     index.add_rollouts(store.run_id, records)  # one transaction
-    index.mark_complete(store.run_id, store.root / "rollouts.jsonl")  # readers may use the index alone
+    index.mark_complete(store.run_id, store.paths.rollouts)  # readers may use the index alone
     index.close()
     return EvalResult(store.run_id, score, runner.cache_hits, store.root, ref.label, cfg.benchmark,
                       trigger_rate(records))

@@ -65,7 +65,7 @@ class Emitter:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, Note):  # notes quote errors (a provider's reply may echo a key): masked like the disk
-            from skillopt.store.redact import redact
+            from skillopt.io.redact import redact
 
             event = Note(redact(event.text))
         for fn in self.listeners:

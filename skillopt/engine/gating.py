@@ -25,7 +25,7 @@ from skillopt.engine.rollouts import RolloutRunner
 from skillopt.optimizer.gate import SequentialGate, SignTest, tail
 from skillopt.optimizer.types import GateDecision, GatePair, ScreenResult, TaskComparison
 from skillopt.skill import Skill
-from skillopt.stats import paired_difference_interval
+from skillopt.stats import count_outcomes, paired_difference_interval
 from skillopt.store.schema import RolloutRecord
 
 TRIALS_PER_DECISION = 1000  # sampled targets: decision d uses trials d*1000 .. d*1000+trials-1
@@ -155,9 +155,8 @@ async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, task
     before = runner.executed
 
     def losses_significant() -> bool:
-        w = sum(p.candidate > p.incumbent + 1e-9 for p in pairs)
-        lo = sum(p.candidate < p.incumbent - 1e-9 for p in pairs)
-        return lo > w and tail(w + lo, lo) <= alpha
+        o = count_outcomes((p.incumbent, p.candidate) for p in pairs)
+        return o.losses > o.wins and tail(o.wins + o.losses, o.losses) <= alpha
 
     def on_pair(task: Task, trial: int, a: RolloutRecord, b: RolloutRecord) -> None:
         nonlocal skipped
@@ -171,8 +170,8 @@ async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, task
     ci = paired_difference_interval([p.incumbent for p in pairs], [p.candidate for p in pairs], level=1 - 2 * alpha)
     worse = losses_significant()
     accepted = bool(pairs) and not worse and ci.lo > -margin
-    w = sum(p.candidate > p.incumbent + 1e-9 for p in pairs)
-    lo = sum(p.candidate < p.incumbent - 1e-9 for p in pairs)
+    o = count_outcomes((p.incumbent, p.candidate) for p in pairs)
+    w, lo = o.wins, o.losses
     why = (f"significantly worse: {lo} losses, {w} wins" if worse else
            f"difference {ci.mean:+.3f}, one-sided {1 - alpha:.0%} lower bound {ci.lo:+.3f} "
            f"{'above' if accepted else 'not above'} the margin -{margin}")

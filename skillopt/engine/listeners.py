@@ -7,6 +7,7 @@ from pathlib import Path
 from skillopt.config import StoredConfig
 from skillopt.engine.events import Event, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.store.index import RunIndex
+from skillopt.store.layout import RunPaths, index_path
 from skillopt.store.schema import RolloutRecord, now
 from skillopt.store.run import RunStore
 
@@ -44,7 +45,7 @@ class IndexWriter:
     @property
     def index(self) -> RunIndex:
         if self._index is None:
-            self._index = RunIndex(self.runs_dir / "skillopt.db")
+            self._index = RunIndex(index_path(self.runs_dir))
         return self._index
 
     def __call__(self, event: Event) -> None:
@@ -75,4 +76,4 @@ class IndexWriter:
             self.index.upsert_run(self.run_id, self.runs_dir / self.run_id, self.config or StoredConfig(), s.status,
                                   s.started_at, summary=s, data_hash=s.data_hash)
             # every rollout was announced before this event: the index now answers for the run
-            self.index.mark_complete(self.run_id, self.runs_dir / self.run_id / "rollouts.jsonl")
+            self.index.mark_complete(self.run_id, RunPaths(self.runs_dir / self.run_id).rollouts)

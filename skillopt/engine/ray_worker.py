@@ -129,7 +129,9 @@ class WorkerContext:
     def __init__(self, spec: WorkerSpec, data: bytes | None):
         from skillopt.engine.setup import harness_parts, make_models, open_benchmark
         from skillopt.models.meter import Meter
+        from skillopt.benchmarks.base import LabelsByRun
         from skillopt.sandbox import RunsUntrustedCode
+        from skillopt.store.layout import RunPaths
 
         self.root = Path(spec.config.executor.work_dir or tempfile.gettempdir()) / "skillopt" / spec.run_id
         cfg = spec.config
@@ -147,10 +149,12 @@ class WorkerContext:
             models = make_models(cfg, spec.env, Meter(), None)
             harness, sandbox, relay = harness_parts(cfg, benchmark, models)
             if isinstance(benchmark, RunsUntrustedCode):  # grading logs stay on this node
-                benchmark.isolate(sandbox, self.root / "grading")
+                benchmark.isolate(sandbox, RunPaths(self.root).grading)
+            if isinstance(benchmark, LabelsByRun):
+                benchmark.bind_run(spec.run_id)
             if relay is not None:  # this node's relay: agents here reach their model through it
                 self._stack.enter_context(relay)
-            self.executor = LocalExecutor(harness, benchmark, spec.limits, self.root / "work", os.getpid())
+            self.executor = LocalExecutor(harness, benchmark, spec.limits, RunPaths(self.root).work, os.getpid())
         except BaseException:
             self._stack.close()
             raise

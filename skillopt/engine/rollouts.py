@@ -23,7 +23,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord
 from skillopt.skill import Skill
 from skillopt.store.schema import RolloutRecord
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.run import RunStore
 from skillopt.traces.summary import summarize
 from skillopt.traces.trigger import skill_loaded
@@ -93,7 +93,7 @@ class RolloutRunner:
         self.settings = settings  # the settings that matter: they make the cache key
         self.summary_tokens = summary_tokens
         self.concurrency = max(1, concurrency)
-        self.executor = executor or LocalExecutor(harness, benchmark, limits, store.root / "work", os.getpid(),
+        self.executor = executor or LocalExecutor(harness, benchmark, limits, store.paths.work, os.getpid(),
                                                   concurrency)
         self._sem = Slots(self.concurrency, self.executor.slots())
         # errored rollouts (infrastructure failures) are on disk as spent calls, never as results

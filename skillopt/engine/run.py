@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, data_hash
+from skillopt.benchmarks.base import Benchmark, split_data_hash
 from skillopt.config import RunConfig, StoredConfig, redacted
 from skillopt.engine.events import Emitter, Listener, Note, RunFinished, RunStarted
 from skillopt.engine.eta import Plan, RunEta
@@ -30,9 +30,10 @@ from skillopt.models import ProviderEnv
 from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
 from skillopt.stats import PairedLift, paired_lift
+from skillopt.store.layout import RunPaths
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.scores import latest_per_trial
-from skillopt.store.redact import masked_paths, redact
+from skillopt.io.redact import masked_paths, redact
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
 
@@ -47,7 +48,7 @@ def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[List
     with open_benchmark(cfg, benchmark) as benchmark:
         seed = seed_skill(cfg, seed)
         check_splits(cfg, benchmark, ("train", "val"))
-        parts = build_parts(cfg, benchmark, env, runs_dir / run_id / "cache" / "responses.jsonl")
+        parts = build_parts(cfg, benchmark, env, RunPaths.of(runs_dir, run_id).responses)
         size_local_models(specs, cfg.train.concurrency)
         with open_executor(cfg, parts, benchmark, run_id, runs_dir, env, specs.target) as executor:
             if not resume:  # every check of a new run before its endpoints are asked, then its folder
@@ -75,7 +76,7 @@ def _mark_interrupted(store: RunStore, cfg: RunConfig, settings: Settings, seed:
     `stopped` (interrupted), never `running` or `new` forever; a resume continues it."""
     state = store.read_state()
     if state is None:
-        if not (store.root / "config.yaml").exists():
+        if not store.paths.config.exists():
             store.write_config(StoredConfig.of(cfg))
         if not store.versions():
             store.add_version(seed, parent=None, origin="seed", status="seed")
@@ -241,7 +242,6 @@ def _test_lift(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str
 def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> RunSummary:
     st, store, cfg = trainer.state, trainer.ctx.store, trainer.ctx.cfg
     versions = store.versions()
-    tasks = [t for s in ("train", "val", "test") for t in benchmark.tasks(s)]  # type: ignore[arg-type]
     roles = {"seed": 0, "best": st.best}
     every = trainer.ctx.store.rollouts()  # parsed once (it was once per role and split: 4 x 100,000 records)
     records = {(role, split): _records_for(trainer, v, split, every) for role, v in roles.items()
@@ -264,7 +264,7 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
                     rejected_edits += len(c.edits)
     return RunSummary(
         run_id=store.run_id, status=st.status, benchmark=cfg.benchmark, harness=cfg.harness,
-        target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=data_hash(tasks),
+        target_model=cfg.target_model, optimizer_model=cfg.optimizer_model, data_hash=split_data_hash(benchmark),
         versions=roles, scores=scores, test_delta=lift.interval if lift else None, test_wins=lift.wins if lift else 0,
         test_losses=lift.losses if lift else 0,
         gate_decisions=decisions, val_rollouts=val_rollouts, candidates=candidates,

@@ -13,17 +13,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, Task, data_hash
+from skillopt.benchmarks.base import Benchmark, Task, split_data_hash
 from skillopt.config import RunConfig
 from skillopt.engine.events import Listener
 from skillopt.engine.settings import settings_that_matter
 from skillopt.harness.registry import HarnessContext, make_harness
 from skillopt.models import Models
 from skillopt.models.types import ProviderEnv
+from skillopt.store.layout import rollout_files
 from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import SkillRef
 from skillopt.store.run import RunStore
+
+
+class _KeyOnly(BaseModel):
+    """A rollouts.jsonl line read for its cache key alone (the rest is skipped, not built)."""
+
+    model_config = ConfigDict(extra="ignore")
+    key: str = ""
+
 
 @dataclass(frozen=True)
 class ScoredSkill:
@@ -44,18 +55,18 @@ def find_rollouts(runs_dir: Path, keys: set[str],
     found: dict[str, tuple[str, RolloutRecord]] = {}
     if not keys:
         return found
-    for path in sorted(runs_dir.glob("*/rollouts.jsonl")):
+    for run_id, path in rollout_files(runs_dir):
         with path.open(encoding="utf-8") as f:
             for line in f:
-                key = line[8:72] if line.startswith('{"key":"') else None
-                if key is not None and (key not in keys or (key in found and errored is None)):
-                    continue
-                try:
+                try:  # the key first (a cheap parse); the record only for a wanted key
+                    key = _KeyOnly.model_validate_json(line).key
+                    if key not in keys or (key in found and errored is None):
+                        continue
                     rec = RolloutRecord.model_validate_json(line)
                 except ValueError:
                     continue  # a torn last line of an interrupted run
                 if rec.key in keys and rec.key not in found and not rec.errored:  # errored: run again
-                    found[rec.key] = (path.parent.name, rec)
+                    found[rec.key] = (run_id, rec)
                 elif errored is not None and rec.key in keys and rec.errored:
                     errored[rec.key] = rec
     return found
@@ -94,8 +105,7 @@ def score_skill(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: 
     # a scored rollout per key; where none, its errored one (compare counts it apart, never scores it)
     records = {s: [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})
                    for k in w if k in found or k in failed] for s, w in wanted.items()}
-    tasks_now = [t for s in ("train", "val", "test") for t in bench.tasks(s)]  # type: ignore[arg-type]
-    return ScoredSkill(skill.sha, records, cached, len(found) - cached, data_hash(tasks_now))
+    return ScoredSkill(skill.sha, records, cached, len(found) - cached, split_data_hash(bench))
 
 
 def _best_source(runs_dir: Path, found: dict[str, tuple[str, RolloutRecord]]) -> RunStore | None:

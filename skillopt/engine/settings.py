@@ -25,7 +25,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from skillopt.benchmarks.base import Benchmark, ShortAnswers, SplitSizes, StopSequences, Task, data_hash
+from skillopt.benchmarks.base import (
+    Benchmark, ShortAnswers, SplitSizes, StopSequences, Task, data_hash, split_data_hash,
+)
 from skillopt.config import RunConfig
 from skillopt.harness.base import Harness, Limits, SetsTemperature
 from skillopt.models.spec import parse_model_spec
@@ -104,6 +106,8 @@ def settings_that_matter(cfg: RunConfig, benchmark: Benchmark, harness: Harness)
         name = os.path.abspath(name)
     scorer = benchmark.scorer_version if isinstance(benchmark, VersionedScorer) else DEFAULT_SCORER_VERSION
     return Settings(
+        # every task (`tasks("all")`), as the fingerprints of earlier runs have it; the summary's data
+        # hash is `split_data_hash` (the split tasks)
         benchmark=name, data_hash=data_hash(list(benchmark.tasks("all"))), scorer_version=str(scorer),
         benchmark_options={k: v for k, v in cfg.benchmark_options.items() if k not in SCHEDULING_BENCHMARK_OPTIONS},
         harness=cfg.harness,
@@ -128,7 +132,7 @@ def current_data_hash(config: dict[str, Any]) -> tuple[str, str | None]:
     try:
         cfg = resolve_config(scoring_layer(config))
         bench = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-        return data_hash([t for s in ("train", "val", "test") for t in bench.tasks(s)]), None  # type: ignore[arg-type]
+        return split_data_hash(bench), None
     except (SkilloptError, OSError, ValueError) as e:
         return "", f"could not load benchmark {config.get('benchmark')!r} to check its data: {e}"
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, Closable, Task, DrivesContainerFromHost, NeedsPreflight, RunsContainers
+from skillopt.benchmarks.base import (
+    Benchmark, Closable, DrivesContainerFromHost, LabelsByRun, NeedsPreflight, RunsContainers, Task,
+)
 from skillopt.benchmarks.custom import UsesModels
 from skillopt.config import RunConfig
 from skillopt.engine.events import Emitter, Note
@@ -30,6 +32,7 @@ from skillopt.models import Budget, Meter, Models, ProviderEnv, ResponseCache, R
 from skillopt.models.spec import ModelSpec, parse_model_spec
 from skillopt.sandbox import NoSandbox, Relay, RunsUntrustedCode, Sandbox, make_sandbox
 from skillopt.skill import Skill
+from skillopt.store.layout import RunPaths
 from skillopt.store.run import RunStore
 
 SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
@@ -228,7 +231,9 @@ def harness_parts(cfg: RunConfig, benchmark: Benchmark, models: Models) -> tuple
 def isolation(parts: Parts, benchmark: Benchmark, store: RunStore) -> Iterator[None]:
     """For the rollouts of a run: the relay up, grading in the sandbox with its logs in `grading/`."""
     if isinstance(benchmark, RunsUntrustedCode):
-        benchmark.isolate(parts.sandbox, store.root / "grading")
+        benchmark.isolate(parts.sandbox, store.paths.grading)
+    if isinstance(benchmark, LabelsByRun):
+        benchmark.bind_run(store.run_id)
     with parts.relay if parts.relay is not None else nullcontext():
         yield
 
@@ -239,7 +244,7 @@ def open_executor(cfg: RunConfig, parts: Parts, benchmark: Benchmark, run_id: st
     """Where the run's rollouts run (`executor.kind`): this process, or a Ray cluster, connected and
     checked here (every node, the model endpoint) before the run folder is made."""
     if cfg.executor.kind == "local":
-        yield LocalExecutor(parts.harness, benchmark, parts.limits, (runs_dir / run_id).resolve() / "work",
+        yield LocalExecutor(parts.harness, benchmark, parts.limits, RunPaths.of(runs_dir, run_id).work,
                             os.getpid(), cfg.train.concurrency)
         return
     from skillopt.engine.ray_executor import RayExecutor
@@ -275,6 +280,6 @@ def token_capture(target: ModelSpec, store: RunStore, env: ProviderEnv, cfg: Run
 
     emit(Note(f"starting token capture (recording proxy for the {target.provider} target)"))
     reply = cfg.harness_options.get("max_output_tokens")  # a local server started here caps agents' replies
-    with TokenCapture(target, store.root / "tokens", env=env, repo=cfg.benchmark, host=host,
+    with TokenCapture(target, store.paths.tokens, env=env, repo=cfg.benchmark, host=host,
                       reply_tokens=reply if isinstance(reply, int) else None) as capture:
         yield capture

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillopt.benchmarks.base import RolloutOutput
+from skillopt.benchmarks.base import RolloutOutput, Task
 from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.agent_env import ANTHROPIC_URL, AgentOptions, Endpoint, agent_home, task_prompt
 from skillopt.harness.base import Limits, Rollout, Usage
@@ -36,6 +36,7 @@ from skillopt.harness.process import Launcher, ProcessResult, kill_tree, process
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord
+from skillopt.skill import Skill
 from skillopt.traces.events import ErrorEvent, MessageEvent, TraceEvent, UsageEvent
 
 NUDGE = ("You stopped without giving a final answer. Reply now with your final answer only, "
@@ -214,7 +215,7 @@ class AgentHarness:
         """Host folders the agent needs besides its workspace (its binary's), for a container."""
         return [str(Path(binary).resolve().parent)]
 
-    async def run(self, task: Any, skill: Any, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
+    async def run(self, task: Task, skill: Skill, ws: Path, target: ModelSpec, limits: Limits) -> Rollout:
         t0 = time.monotonic()
         trace = self.new_trace(skill.name, t0, target, limits)
         coding = task.kind in ("code", "swe")

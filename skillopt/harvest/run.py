@@ -1,6 +1,6 @@
 """`harvest`: read a folder of transcripts, filter, mine one task per session, redact, write.
 
-Nothing is written before it is redacted (`store.redact.scrub_data`: known secrets, token shapes,
+Nothing is written before it is redacted (`io.redact.scrub_data`: known secrets, token shapes,
 key-like values, e-mail addresses, the home folder as `~`); `dry_run` writes nothing at all.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -16,8 +17,8 @@ from skillopt.errors import BadInput
 from skillopt.harvest.mine import mine, ran_tests
 from skillopt.harvest.schema import Dropped, HarvestedTask, HarvestReport
 from skillopt.harvest.sessions import READERS, Session, Source, session_files
-from skillopt.store.files import atomic_write_text
-from skillopt.store.redact import scrub_data
+from skillopt.io.files import atomic_write_text
+from skillopt.io.redact import scrub_data
 
 TASKS_FILE, REPORT_FILE = "tasks.jsonl", "harvest.json"
 
@@ -34,8 +35,11 @@ class HarvestOptions:
     used_skill: str | None = None  # keep sessions that used this skill
     unused_skill: str | None = None  # keep sessions that did not use this skill
     home: str | None = None  # the user's home folder, written as `~`
-    verify: bool = False  # run each test-command check on its start state (see `verify_check`)
+    verify: bool = False  # run each test-command check on its start state, with `verifier`
     verify_timeout_s: float = 300.0
+    # (task, timeout_s) -> the task with its check verified: `benchmarks.harvested.verify_check`, which
+    # rebuilds the start state as the `harvest` benchmark does (harvest sits below benchmarks/)
+    verifier: Callable[[HarvestedTask, float], HarvestedTask] | None = None
 
     def filters(self) -> dict[str, str]:
         names = ("project", "since", "until", "used_skill", "unused_skill")
@@ -53,6 +57,8 @@ def harvest(opts: HarvestOptions) -> HarvestResult:
         raise BadInput(f"unknown transcript source {opts.harness!r}: choose one of {', '.join(READERS)}")
     if not Path(opts.path).exists():
         raise BadInput(f"no transcripts at {opts.path}: pass --path DIR (a {opts.harness} transcripts folder)")
+    if opts.verify and opts.verifier is None:
+        raise ValueError("HarvestOptions(verify=True) needs a verifier: benchmarks.harvested.verify_check")
     if opts.since and opts.until and opts.since > opts.until:
         raise BadInput(f"--since {opts.since} is after --until {opts.until}: swap them")
     files = session_files(opts.harness, Path(opts.path))
@@ -69,8 +75,8 @@ def harvest(opts: HarvestOptions) -> HarvestResult:
             report.dropped.append(Dropped(file=_shown(f, opts.home), why=f"a second file of session {task.id}"))
             continue
         seen.add(task.id)
-        if opts.verify and task.scored and task.check.kind == "test_command":
-            task = verify_check(task, opts.verify_timeout_s)
+        if opts.verify and opts.verifier is not None and task.scored and task.check.kind == "test_command":
+            task = opts.verifier(task, opts.verify_timeout_s)
         task = HarvestedTask.model_validate(scrub_data(task, opts.home))
         tasks.append(task)
         if ran_tests(session):
@@ -108,33 +114,6 @@ def _one(f: Path, opts: HarvestOptions) -> tuple[str | None, HarvestedTask | Non
         return f"filtered out: used skill {opts.unused_skill!r}", None, s
     task = mine(s)
     return (None if task else "no user request"), task, s
-
-
-def verify_check(task: HarvestedTask, timeout_s: float) -> HarvestedTask:
-    """Run a test-command check on the untouched start state (rebuilt as the `harvest` benchmark
-    does, the session's test files in place): one that passes there cannot tell a fix from none,
-    and drops to low confidence; one that fails keeps its confidence, now verified."""
-    import asyncio
-    import shutil
-    import tempfile
-
-    from skillopt.benchmarks.base import RolloutOutput, SplitSizes
-    from skillopt.benchmarks.harvested import HarvestBenchmark
-
-    bench = HarvestBenchmark([task], SplitSizes(train=0, val=0, test=None), test_timeout_s=timeout_s)
-    ws = Path(tempfile.mkdtemp(prefix="skillopt-verify-"))
-    try:
-        t = bench.tasks("all")[0]
-        bench.prepare(t, ws)
-        score = asyncio.run(bench.score(t, RolloutOutput(), ws))
-    finally:
-        shutil.rmtree(ws, ignore_errors=True)
-    if score.hard:
-        why = task.check.why + "; verified: it passes on the start state unchanged"
-        check = task.check.model_copy(update={"confidence": "low", "why": why})
-    else:
-        check = task.check.model_copy(update={"why": task.check.why + "; verified: it fails on the start state"})
-    return task.model_copy(update={"check": check})
 
 
 def _unscored(t: HarvestedTask) -> str:

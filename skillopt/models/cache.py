@@ -9,7 +9,7 @@ from pathlib import Path
 
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, ChatResponse
-from skillopt.store.files import append_jsonl, read_jsonl
+from skillopt.io.files import append_jsonl, read_jsonl
 
 
 def request_key(spec: ModelSpec, req: ChatRequest, salt: str = "") -> str:

@@ -74,8 +74,3 @@ class ProviderEnv(BaseModel):
     def from_environ(cls, environ: dict[str, str]) -> "ProviderEnv":
         fields = {name: environ.get(name.upper()) for name in cls.model_fields}
         return cls(**{k: v for k, v in fields.items() if v})
-
-    @property
-    def has_any_key(self) -> bool:
-        return bool(self.openai_api_key or self.anthropic_api_key or self.azure_openai_api_key
-                    or self.azure_openai_endpoint)

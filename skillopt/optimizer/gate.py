@@ -40,8 +40,7 @@ from functools import lru_cache
 from math import comb, sqrt
 
 from skillopt.optimizer.types import GateDecision, GatePair, TaskComparison
-
-EPS = 1e-9
+from skillopt.stats import EPS
 
 
 def tail(k: int, w: int) -> float:

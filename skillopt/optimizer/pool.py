@@ -19,11 +19,10 @@ from pydantic import BaseModel, Field
 
 from skillopt.edits import Edit
 from skillopt.optimizer.types import Candidate, GateDecision
+from skillopt.stats import EPS
 
 if TYPE_CHECKING:
     from skillopt.optimizer.propose import SearchState
-
-EPS = 1e-9
 
 
 class PoolMember(BaseModel):

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from skillopt.edits import Edit
+from skillopt.stats import EPS
 from skillopt.traces.trajectory import Trajectory
 
 
@@ -133,15 +134,15 @@ class ScreenResult(BaseModel):
 
     @property
     def losses(self) -> int:
-        return sum(b < a - 1e-9 for a, b in zip(self.incumbent, self.candidate))
+        return sum(b < a - EPS for a, b in zip(self.incumbent, self.candidate))
 
     @property
     def improved(self) -> bool:
-        return bool(self.candidate) and self.gain > 1e-9
+        return bool(self.candidate) and self.gain > EPS
 
     @property
     def passed(self) -> bool:
-        return self.improved or (bool(self.candidate) and abs(self.gain) <= 1e-9 and self.losses == 0
+        return self.improved or (bool(self.candidate) and abs(self.gain) <= EPS and self.losses == 0
                                  and self.changed * 2 > len(self.tasks))
 
 

@@ -19,6 +19,7 @@ from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics, shown_status,
 )
 from skillopt.store.index import RunIndex
+from skillopt.store.layout import RunPaths, index_path
 from skillopt.store.scores import latest_per_trial
 from skillopt.store.run import RunStore
 
@@ -76,10 +77,10 @@ class RunView:
     def _index(self, run_id: str, store: RunStore) -> RunIndex | None:
         """The index, when it answers for `run_id` (it holds exactly what rollouts.jsonl holds)."""
         if "index" not in self._memo:
-            db = self.runs_dir / "skillopt.db"
+            db = index_path(self.runs_dir)
             self._memo["index"] = RunIndex(db) if db.exists() else None
         index = self._memo["index"]
-        return index if index is not None and index.answers_for(run_id, store.root / "rollouts.jsonl") else None
+        return index if index is not None and index.answers_for(run_id, store.paths.rollouts) else None
 
     @cached_property
     def metrics(self) -> list[StepMetrics | ConsolidationMetrics]:
@@ -154,7 +155,7 @@ class RunView:
         source = self.config.skill if self.mode == "eval" else None
         if source and not source.lower().endswith(".md"):
             run_id = source.partition(":")[0]
-            if (self.runs_dir / run_id / "config.yaml").exists() and run_id != self.run_id:
+            if RunPaths(self.runs_dir / run_id).config.exists() and run_id != self.run_id:
                 stores.append(RunStore(self.runs_dir / run_id))
         indexes = [self._index(s.run_id, s) for s in stores]
         if all(ix is not None for ix in indexes):

@@ -35,7 +35,7 @@ from skillopt.skill import (
     validate_description,
     validate_name,
 )
-from skillopt.store.files import atomic_write_text, writable_output
+from skillopt.io.files import atomic_write_text, writable_output
 from skillopt.store.schema import SplitScore, now
 from skillopt.store.refs import SkillRef
 

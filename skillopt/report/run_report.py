@@ -306,7 +306,7 @@ def render_markdown(rep: RunReport) -> str:
 
 
 def write_report(view: RunView, path: Path, fmt: str = "html") -> Path:
-    from skillopt.store.files import atomic_write_text
+    from skillopt.io.files import atomic_write_text
 
     rep = build_report(view)
     atomic_write_text(path, render_html(rep) if fmt == "html" else render_markdown(rep))

@@ -98,9 +98,10 @@ def _row(run_id: str, cfg: StoredConfig, status: str, summary, versions: int, be
 def _indexed_runs(root: Path) -> dict[str, RunRow]:
     """The rows of every run the index knows as finished (its summary is in the index)."""
     from skillopt.store.index import RunIndex
+    from skillopt.store.layout import index_path
     from skillopt.store.schema import RunSummary
 
-    db = root / "skillopt.db"
+    db = index_path(root)
     if not db.exists():
         return {}
     index = RunIndex(db)

@@ -64,14 +64,6 @@ def _n(v: float) -> str:
     return f"{v:.1f}"
 
 
-def nice_max(v: float) -> float:
-    """A round upper bound at or above `v` (1, 2, 2.5 or 5 times a power of ten)."""
-    if v <= 0:
-        return 1.0
-    power = 10 ** math.floor(math.log10(v))
-    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= v * (1 - 1e-12))
-
-
 def nice_ticks(lo: float, hi: float, most: int = 5) -> list[float]:
     """Round ticks from `lo` to at least `hi`: a step of 1, 2, 2.5 or 5 times a power of ten, at
     most `most` + 1 of them (readable labels: 0, 0.005, 0.01, ... not 0.0063, 0.013)."""

@@ -20,10 +20,6 @@ class TextTable:
     caption: str = ""
 
 
-def fmt_score(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3f}"
-
-
 def fmt_interval(i: Interval | None) -> str:
     if i is None or i.n == 0:
         return "-"

@@ -4,7 +4,7 @@
 version (and its gate decision) as an artifact, and the summary at the end. A resumed run
 continues the same MLflow run (found by its `skillopt.run_id` tag).
 
-Every param and text goes through `store.redact.redact` first (no secret reaches the tracker).
+Every param and text goes through `io.redact.redact` first (no secret reaches the tracker).
 The tracker never stops training: if MLflow fails (server down, bad URI), it logs one warning
 and turns itself off. mlflow is imported lazily; pass `mlflow=` to use another module object
 (tests pass a small fake).
@@ -25,7 +25,7 @@ from skillopt.engine.events import (
     VersionSaved,
 )
 from skillopt.errors import BadInput, require
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.run import RunStore
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 
 if TYPE_CHECKING:
-    from skillopt.config import StoredConfig  # config imports store.files: not at run time
+    from skillopt.config import StoredConfig  # typing only
 
 Migration = tuple[str, Callable[[sqlite3.Connection], None]]
 
@@ -162,9 +162,6 @@ class RunIndex:
                 (run_id, v.version, v.parent, v.sha, v.origin, v.status, v.step, v.val_score,
                  json.dumps(redact(gate)) if gate else None, v.created_at),
             )
-
-    def add_rollout(self, run_id: str, r: RolloutRecord) -> None:
-        self.add_rollouts(run_id, [r])
 
     def add_rollouts(self, run_id: str, records: list[RolloutRecord], replace: bool = True) -> None:
         """Many rollouts in one transaction. `replace=False` keeps rows already there."""

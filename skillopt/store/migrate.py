@@ -4,7 +4,7 @@
 `schema.SCHEMA_VERSION` is always one more than its length. `upgrade` applies the ones a folder
 needs, in order, and records the new version in run.json after each, so an upgrade interrupted
 half way resumes where it stopped (each migration is also safe to run twice). Every file is
-rewritten atomically through `store.files`. `RunStore` upgrades a run when it opens it, while
+rewritten atomically through `io.files`. `RunStore` upgrades a run when it opens it, while
 no other process holds the run (`RunStore.lock`).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import BadInput
-from skillopt.store.files import atomic_write_json, atomic_write_text, json_line, read_jsonl, release_lock, try_lock
+from skillopt.io.files import atomic_write_json, atomic_write_text, json_line, read_jsonl, release_lock, try_lock
 from skillopt.store.schema import SCHEMA_VERSION, RunMeta
 
 META_FILE = "run.json"

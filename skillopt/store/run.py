@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md section 7). Every file goes through `store.files` (atomic)."""
+"""The run directory (DESIGN.md section 7). Every file goes through `io.files` (atomic)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,18 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
 from skillopt.models.types import CallRecord
-from skillopt.store.files import (
+from skillopt.io.names import safe_name
+from skillopt.io.files import (
     append_jsonl, atomic_write_json, check_writable_folder, release_lock, try_lock, atomic_write_text, count_lines,
     json_line, read_jsonl, read_records, write_new_text,
 )
+from skillopt.store.layout import CONFIG_FILE, INDEX_NAME, RunPaths
 from skillopt.store.migrate import LOCK_FILE, upgrade, write_meta
 from skillopt.store.schema import (
     Candidate, ConsolidationMetrics, GateDecision, MetricLine, Reflection, RolloutRecord, RunState, RunSummary,
     SkillVersion, StepBatch, StepMetrics,
 )
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
 from skillopt.traces.events import TraceEvent
 
@@ -34,16 +36,8 @@ if TYPE_CHECKING:
     from skillopt.config import StoredConfig
 
 M = TypeVar("M", bound=BaseModel)
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-INDEX_NAME = "skillopt.db"  # the runs folder's SQLite index (and its -wal, -shm, -journal files)
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _METRIC_LINE: TypeAdapter[StepMetrics | ConsolidationMetrics] = TypeAdapter(MetricLine)
-
-
-def safe_name(text: str) -> str:
-    """`text` as one file name: no separators, never `.` or `..` (so it cannot leave its folder)."""
-    name = _SAFE.sub("_", text)[:120] or "_"
-    return "_" + name[1:] if name.startswith(".") else name
 
 
 def check_run_id(run_id: str) -> str:
@@ -73,10 +67,10 @@ class RunStore:
 
     def __init__(self, root: Path, durability: Durability = "group"):
         self.root = root.resolve()  # agents run in other folders: every path we hand out is absolute
-        if (self.root / "config.yaml").exists():
+        if self.paths.config.exists():
             upgrade(self.root)
         self._lock = threading.Lock()
-        self.writer = GroupedWriter(self.root, self.root / "rollouts.jsonl", durability)
+        self.writer = GroupedWriter(self.root, self.paths.rollouts, durability)
         self._lock_fd: int | None = None
         self._versions: dict[int, SkillVersion] = {}
         self.unreadable_rollout_lines: list[int] = []  # of rollouts.jsonl, at the last `rollouts()`
@@ -119,8 +113,8 @@ class RunStore:
     def open(cls, runs_dir: Path, run_id: str, lock: bool = False) -> "RunStore":
         """An existing run; with `lock`, held by this process before anything is read (see `lock`)."""
         root = runs_dir / check_run_id(run_id)
-        if not (root / "config.yaml").exists():
-            known = sorted(p.name for p in runs_dir.glob("*/config.yaml") for p in [p.parent])
+        if not RunPaths(root).config.exists():
+            known = sorted(p.name for p in runs_dir.glob(f"*/{CONFIG_FILE}") for p in [p.parent])
             hint = f" (known: {', '.join(known[-5:])})" if known else ""
             raise BadInput(f"no run {run_id!r} in {runs_dir}{hint}")
         store = cls(root)
@@ -166,22 +160,23 @@ class RunStore:
             release_lock(fd)
 
     @property
-    def locked(self) -> bool:
-        return self._lock_fd is not None
-
-    @property
     def run_id(self) -> str:
         return self.root.name
 
+    @property
+    def paths(self) -> RunPaths:
+        """The run's folders (work lanes, grading logs, token capture, response cache)."""
+        return RunPaths(self.root)
+
     # config ---------------------------------------------------------------------------------
     def write_config(self, config: StoredConfig) -> None:
-        atomic_write_text(self.root / "config.yaml",
+        atomic_write_text(self.paths.config,
                           yaml.safe_dump(redact(config.layer()), sort_keys=False, allow_unicode=True))
 
     def read_config(self) -> StoredConfig:
-        from skillopt.config import StoredConfig  # config imports store.files: not at module level
+        from skillopt.config import StoredConfig  # lazy: config is the floor below, and heavy to import
 
-        path = self.root / "config.yaml"
+        path = self.paths.config
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (yaml.YAMLError, UnicodeDecodeError) as e:
@@ -269,14 +264,14 @@ class RunStore:
         """Every rollout record; `unreadable_rollout_lines` then holds the lines that were skipped."""
         self.writer.flush()  # read our own writes
         skipped: list[int] = []
-        out = list(read_records(self.root / "rollouts.jsonl", RolloutRecord, skipped))
+        out = list(read_records(self.paths.rollouts, RolloutRecord, skipped))
         self.unreadable_rollout_lines = skipped
         return out
 
     def rollout_lines(self) -> int:
         """How many records rollouts.jsonl holds (counted, not parsed)."""
         self.writer.flush()
-        return count_lines(self.root / "rollouts.jsonl")
+        return count_lines(self.paths.rollouts)
 
     def rollout_write(self, rec: RolloutRecord, events: list[TraceEvent] | None = None,
                       raw_log: str | None = None) -> RolloutWrite:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from skillopt.store.files import append_lines, write_new_text
+from skillopt.io.files import append_lines, write_new_text
 
 Durability = Literal["group", "none"]
 

@@ -22,7 +22,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from skillopt.store.files import atomic_write_json
+from skillopt.io.files import atomic_write_json
 from skillopt.traces import export
 
 _SHARD = re.compile(r"data-[0-9a-f]{16}\.arrow")

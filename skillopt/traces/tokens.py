@@ -49,9 +49,9 @@ import httpx
 from skillopt.errors import BadInput, MissingExtra, SkilloptError
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ProviderEnv
-from skillopt.store.files import append_lines, json_line
-from skillopt.store.redact import redact
-from skillopt.store.run import safe_name
+from skillopt.io.files import append_lines, json_line
+from skillopt.io.redact import redact
+from skillopt.io.names import safe_name
 from skillopt.traces import export
 from skillopt.traces.capture_proxy import HOST, url_host
 from skillopt.traces.dataset_append import append_dataset

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from skillopt.benchmarks.sandbox import ResourceLimits, minimal_env, run_limited
+from skillopt.benchmarks.limits import ResourceLimits, minimal_env, run_limited
 from skillopt.errors import BadInput
 
 REDISTRIBUTABLE = ("MIT", "BSD", "Apache", "ISC", "PSF", "Python Software Foundation", "Unlicense", "0BSD", "Zlib")

@@ -8,7 +8,7 @@ It masks, wherever they appear:
   `authorization`, ...), and every value of an `env` / `headers` mapping.
 
 Text is masked for known values and URL credentials only (a skill's own words are not guessed at);
-mappings and lists also by name. The writers in `store.files`, `store.index`, the MLflow tracker,
+mappings and lists also by name. The writers in `io.files`, `store.index`, the MLflow tracker,
 token capture and grading logs call it, so a new writer only has to call it too.
 """
 

@@ -14,9 +14,9 @@ import threading
 import time
 from typing import Literal
 
-from skillopt.cli.app import console
 from skillopt.engine.events import Event, Note, PhaseStarted, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.errors import BadInput
+from skillopt.progress.console import console
 
 ProgressKind = Literal["auto", "plain", "rich", "none"]
 KINDS = ("auto", "plain", "rich", "none")
@@ -32,7 +32,7 @@ class PlainProgress:
 
     def __init__(self, interval_s: float = 30.0, out=None):
         self.interval_s = interval_s
-        self.out = out  # a text stream; None: the CLI's stderr console
+        self.out = out  # a text stream; None: the stderr console (`progress.console`)
         self.t0 = time.monotonic()
         self.lock = threading.Lock()
         self.total_steps: int | None = None
@@ -167,6 +167,6 @@ def progress_view(kind: str | bool | None, verbose: bool = False):
         return _Silent()
     if chosen == "plain":
         return PlainProgress()
-    from skillopt.cli.progress import ProgressView
+    from skillopt.progress.bars import ProgressView
 
     return ProgressView(verbose)

@@ -5,7 +5,7 @@ logs (`*.jsonl`) append complete lines and fsync; a torn last line (power loss m
 ignored on read, so a log never holds a half record. The rollout hot path groups many records per
 write and per fsync (`store.writer`), and writes trace files atomically but unsynced
 (`write_new_text`): see `store.writer` for what a crash or a power loss keeps. Everything written
-passes through `store.redact.redact` first: no secret reaches the disk.
+passes through `io.redact.redact` first: no secret reaches the disk.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from skillopt.errors import BadInput
-from skillopt.store.redact import redact
+from skillopt.io.redact import redact
 
 M = TypeVar("M", bound=BaseModel)
 
