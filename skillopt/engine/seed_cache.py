@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from skillopt.store.files import atomic_write_text
+from skillopt.io.files import atomic_write_text
 from skillopt.store.schema import RolloutRecord
 from skillopt.traces.events import TraceEvent
 
