@@ -140,3 +140,9 @@ def test_the_report_runs_nothing():
         unit_of(dst) in ("models", "harness", "sandbox")
         or (unit_of(dst) == "engine" and dst not in ("skillopt.engine.events", "skillopt.engine.settings")))]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_run_record_and_the_optimizer_never_import_each_other():
+    wrong = [f"{src}:{line} imports {dst}" for src, line, dst in graph()
+             if {unit_of(src), unit_of(dst)} == {"store", "optimizer"}]
+    assert not wrong, "\n".join(wrong)

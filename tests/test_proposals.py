@@ -6,7 +6,7 @@ import pytest
 
 from skillopt.benchmarks.qa import make_task
 from skillopt.edits import Edit, apply_edits
-from skillopt.optimizer.credit import EditLedger
+from skillopt.record import EditLedger
 from skillopt.optimizer.demonstrate import demonstration_edit
 from skillopt.optimizer.leakage import LeakageCheck
 from skillopt.skill import Skill

@@ -104,7 +104,7 @@ def test_a_rules_quoted_answers_are_its_own_evidence_and_its_words_are_checked_i
     from skillopt.benchmarks.base import Task
     from skillopt.engine.candidates import leaks
     from skillopt.optimizer.rules import rule_edit, with_examples
-    from skillopt.optimizer.types import Candidate
+    from skillopt.record import Candidate
 
     seed = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nDo it.\n")
     shown = [Task(id=f"t{i}", prompt=f"Which sport is played in the big stadium number {i} of the town?",

@@ -328,8 +328,7 @@ def test_edits_copying_task_answers_are_rejected_before_any_rollout(tmp_path):
 
 def test_pareto_pool_keeps_what_is_best_somewhere_and_drops_what_is_dominated():
     from skillopt.edits import Edit
-    from skillopt.optimizer.pool import ParetoPool
-    from skillopt.optimizer.types import GateDecision, GatePair
+    from skillopt.record import GateDecision, GatePair, ParetoPool
 
     def decision(v: int, scores: dict[str, tuple[float, float]]) -> GateDecision:
         return GateDecision(candidate=v, incumbent=0, accepted=False, reason="", metric="hard", incumbent_score=0,

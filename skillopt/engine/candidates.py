@@ -20,7 +20,7 @@ from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
 from skillopt.optimizer.rules import EXAMPLES as QUOTES, RuleProposer
 from skillopt.optimizer.template import template
-from skillopt.optimizer.types import Candidate
+from skillopt.record import Candidate
 from skillopt.skill import Skill
 
 if TYPE_CHECKING:

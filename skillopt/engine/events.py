@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from skillopt.config import StoredConfig
-from skillopt.optimizer.types import GateDecision
+from skillopt.record import GateDecision
 from skillopt.store.schema import RolloutRecord, RunSummary, SkillVersion, StepMetrics
 
 

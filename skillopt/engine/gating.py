@@ -23,7 +23,7 @@ from skillopt.benchmarks.base import Task
 from skillopt.config import GateConfig
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.optimizer.gate import SequentialGate, SignTest, tail
-from skillopt.optimizer.types import GateDecision, GatePair, ScreenResult, TaskComparison
+from skillopt.record import GateDecision, GatePair, ScreenResult, TaskComparison
 from skillopt.skill import Skill
 from skillopt.stats import count_outcomes, paired_difference_interval
 from skillopt.store.schema import RolloutRecord

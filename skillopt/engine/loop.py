@@ -22,7 +22,8 @@ from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.consolidate import consolidate
 from skillopt.optimizer.schedule import make_schedule
 from skillopt.optimizer.propose import SearchState
-from skillopt.optimizer.types import Candidate, GateDecision, ScoredRollout
+from skillopt.optimizer.types import ScoredRollout
+from skillopt.record import Candidate, GateDecision
 from skillopt.skill import Skill
 from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,

@@ -31,8 +31,9 @@ from skillopt.models.types import Message
 from skillopt.optimizer.aggregate import aggregate, select
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.reflect import anchor_before_protected, anchor_choices, reply_schema
-from skillopt.optimizer.types import Candidate, Reflection, ReflectionReply, ScoredRollout
+from skillopt.optimizer.types import ReflectionReply, ScoredRollout
 from skillopt.prompts import render
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
 from skillopt.traces.trajectory import Trajectory, TrajectoryStep
 

@@ -26,8 +26,8 @@ from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
 from skillopt.optimizer.template import WORKING_FIRST, Template
-from skillopt.optimizer.types import Candidate
 from skillopt.prompts import chat_system
+from skillopt.record import Candidate
 from skillopt.skill import Skill
 
 SECTION = "Worked example"

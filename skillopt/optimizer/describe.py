@@ -18,8 +18,8 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.propose import SearchState
-from skillopt.optimizer.types import Candidate, Reflection
 from skillopt.prompts import render
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import DESCRIPTION_MAX
 
 MAX_SHOWN = 6  # tasks of each kind shown to the optimizer

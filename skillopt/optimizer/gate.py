@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from math import comb, sqrt
 
-from skillopt.optimizer.types import GateDecision, GatePair, TaskComparison
+from skillopt.record import GateDecision, GatePair, TaskComparison
 from skillopt.stats import EPS
 
 

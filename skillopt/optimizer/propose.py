@@ -21,7 +21,8 @@ from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.aggregate import aggregate, select
 from skillopt.optimizer.reflect import foci, make_minibatches, reflect
 from skillopt.optimizer.template import WORKING_FIRST, Template
-from skillopt.optimizer.types import Candidate, Reflection, ScoredRollout
+from skillopt.optimizer.types import ScoredRollout
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
 
 

@@ -9,8 +9,9 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.template import Template
-from skillopt.optimizer.types import Reflection, ReflectionReply, ScoredRollout
+from skillopt.optimizer.types import ReflectionReply, ScoredRollout
 from skillopt.prompts import render
+from skillopt.record import Reflection
 from skillopt.skill import Skill
 
 

@@ -32,8 +32,9 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
-from skillopt.optimizer.types import Candidate, Reflection, ScoredRollout
+from skillopt.optimizer.types import ScoredRollout
 from skillopt.prompts import render
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
 
 SECTION = "Rules"

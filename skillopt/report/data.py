@@ -14,7 +14,7 @@ from typing import Any
 
 from skillopt.config import StoredConfig
 from skillopt.errors import BadInput
-from skillopt.optimizer.types import Candidate, GateDecision
+from skillopt.record import Candidate, GateDecision
 from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, RunSummary, SkillVersion, SplitScore, StepMetrics, shown_status,
 )

@@ -6,7 +6,7 @@ import difflib
 
 from pydantic import BaseModel, Field
 
-from skillopt.optimizer.types import Candidate, GateDecision
+from skillopt.record import Candidate, GateDecision
 from skillopt.report.data import RunView
 from skillopt.store.schema import SplitScore
 from skillopt.traces.trigger import TriggerRate, trigger_rate

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from skillopt.optimizer.types import Candidate, GateDecision
+from skillopt.record import Candidate, GateDecision
 from skillopt.report.data import RunView
 
 

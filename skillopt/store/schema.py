@@ -21,8 +21,9 @@ Readers (report, compare, tracking, progress) read these models, never the JSON 
 | state.json                             | `RunState` (edit ledger, Pareto pool, meter) |
 | summary.json                           | `RunSummary`                             |
 
-`Candidate`, `GateDecision`, `Reflection`, `EditLedger` and `ParetoPool` are defined beside the
-optimizer code that makes them and are part of this schema: changing one is a schema change.
+`Candidate`, `GateDecision`, `Reflection`, `EditLedger` and `ParetoPool` are part of this schema:
+they live in `skillopt/record.py`, a floor below both this package and the optimizer that makes
+them; changing one is a schema change.
 """
 
 from __future__ import annotations
@@ -33,9 +34,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, Field
 
 from skillopt.models.meter import MeterSnapshot
-from skillopt.optimizer.credit import EditLedger
-from skillopt.optimizer.pool import ParetoPool
-from skillopt.optimizer.types import Candidate, GateDecision, Reflection
+from skillopt.record import Candidate, EditLedger, GateDecision, ParetoPool, Reflection
 from skillopt.stats import Interval, PairedLift
 from skillopt.store.scores import SplitScore, per_task
 
