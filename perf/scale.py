@@ -76,6 +76,7 @@ def runs_list(tmp: Path, srv: InstantServer, count: int) -> dict:
     """`runs list` over `count` small evaluation runs (made in this process, through the library)."""
     from skillopt.config import RunConfig
     from skillopt.engine.evaluate import evaluate_skill
+    from skillopt.engine.listeners import recorders
     from skillopt.models.types import ProviderEnv
     from skillopt.store.refs import resolve_skill_ref
 
@@ -85,7 +86,8 @@ def runs_list(tmp: Path, srv: InstantServer, count: int) -> dict:
                                     "target_model": f"openai-compatible:fake-target@{srv.openai_url}"})
     ref = resolve_skill_ref(str(REPO / "skills" / "default" / "SKILL.md"), runs)
     for i in range(count):
-        evaluate_skill(cfg.model_copy(update={"run_id": f"ev-{i:04d}"}), ref, "all", runs, ProviderEnv(), [])
+        evaluate_skill(cfg.model_copy(update={"run_id": f"ev-{i:04d}"}), ref, "all", runs, ProviderEnv(),
+                       recorders(runs))  # indexed, as `skillopt eval` indexes them
     env = cli_env(tmp)
     with_index = measure(skillopt("--runs-dir", str(runs), "runs", "list"), tmp, env)
     assert with_index.rc == 0, with_index.stderr

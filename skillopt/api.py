@@ -177,14 +177,19 @@ def _inputs(benchmark, tasks, scorer, skill, config, preset, set_, env, settings
 Progress = bool | str  # True / "auto": Rich bars on a terminal, else plain log lines; "plain" | "rich" | "none"
 
 
-def _listeners(listeners: Sequence[Listener], progress: Progress) -> list[Listener]:
-    """`listeners`, with the progress view first when `progress` asks for one (it stops itself when
-    the run finishes; `_stop_progress` stops it when the work ends otherwise)."""
-    if not progress:
-        return list(listeners)
-    from skillopt.progress.plain import progress_view
+def _listeners(listeners: Sequence[Listener], progress: Progress, runs: Path,
+               trackers: Sequence[Listener] = ()) -> list[Listener]:
+    """Every listener of a run, training or evaluation alike: the progress view first when `progress`
+    asks for one (it stops itself when the run finishes; `_stop_progress` stops it when the work ends
+    otherwise), `listeners`, the run's record (metrics.jsonl, the SQLite index), the trackers."""
+    from skillopt.engine.listeners import recorders
 
-    return [progress_view(progress), *listeners]
+    view: list[Listener] = []
+    if progress:
+        from skillopt.progress.plain import progress_view
+
+        view = [progress_view(progress)]
+    return [*view, *listeners, *recorders(runs), *trackers]
 
 
 def _stop_progress(every: Sequence[Listener]) -> None:
@@ -211,7 +216,6 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     the CLI's flags by name (`target_model`, `optimizer_model`, `harness`, `epochs`, `batch_size`,
     `val_size`, `max_rollouts`, ...). Bad input raises `skillopt.errors.BadInput`.
     """
-    from skillopt.engine.listeners import IndexWriter, MetricsWriter
     from skillopt.engine.run import train as train_run
     from skillopt.store.run import RunStore
 
@@ -226,7 +230,7 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
 
         uri = tracking_uri or got.environ.get("MLFLOW_TRACKING_URI")
         trackers = [make_tracker(name, runs, uri) for name in track]
-    every = [*_listeners(listeners, progress), MetricsWriter(runs), IndexWriter(runs), *trackers]
+    every = _listeners(listeners, progress, runs, trackers)
     for n in got.notes:
         Emitter(every)(Note(n))
     try:
@@ -260,7 +264,7 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
     base = [scoring_layer(ref.run.read_config().layer())] if ref.run is not None else []
     got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env, settings, base,
                   need_optimizer=False)
-    every = _listeners(listeners, progress)
+    every = _listeners(listeners, progress, runs)
     for n in got.notes:
         Emitter(every)(Note(n))
     try:
@@ -334,7 +338,7 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
                               settings, base, need_optimizer=False)
                 for n in got.notes:
                     Emitter(list(listeners))(Note(n))
-            every = _listeners(listeners, progress)
+            every = _listeners(listeners, progress, runs)
             try:
                 scored = score_skill(ref, got.cfg, splits, runs, got.env, every, benchmark=got.benchmark)
             finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, split_data_hash
 from skillopt.config import RunConfig, StoredConfig
-from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RunStarted
+from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RolloutsKept, RunFinished, RunStarted
 from skillopt.engine.loop import split_score
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.engine.executor import Executor
@@ -20,8 +20,6 @@ from skillopt.harness.workspace import check_skill_name
 from skillopt.errors import RunFailed
 from skillopt.models import ProviderEnv
 from skillopt.io.redact import redact
-from skillopt.store.index import RunIndex
-from skillopt.store.layout import index_path
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
@@ -65,7 +63,6 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
 def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: ProviderEnv,
               listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts,
               executor: Executor) -> EvalResult:
-    runs_dir = store.root.parent
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     size_local_models(specs, cfg.train.concurrency)
     config = StoredConfig.of(cfg, mode="eval", skill=ref.label, split=split)
@@ -94,7 +91,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
                                        stop_reason=redact(str(e)) if failed else "interrupted",
                                        fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
             raise
-    records = _keep_reused(store, ref, records, v.version)
+    records = _keep_reused(store, ref, records, v.version, emit)
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished",
                                fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
@@ -103,17 +100,13 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
                          versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
     store.write_summary(summary)
-    index = RunIndex(index_path(runs_dir))
-    index.upsert_run(store.run_id, store.root, config, "finished", summary.started_at, summary)
-    index.upsert_version(store.run_id, v)
-    index.add_rollouts(store.run_id, records)  # one transaction
-    index.mark_complete(store.run_id, store.paths.rollouts)  # readers may use the index alone
-    index.close()
+    emit(RunFinished(summary))  # the index (engine.listeners.IndexWriter) now answers for the run
     return EvalResult(store.run_id, score, runner.cache_hits, store.root, ref.label, cfg.benchmark,
                       trigger_rate(records))
 
 
-def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], version: int) -> list[RolloutRecord]:
+def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], version: int,
+                 emit: Emitter) -> list[RolloutRecord]:
     """Rollouts reused from the source run are written into this run too (with their traces), so the
     evaluation run holds every rollout it scored and reads the same as one that paid for them all."""
     own = {r.key for r in store.rollouts()}
@@ -126,4 +119,5 @@ def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], v
             new.append(rec)
         out.append(rec)
     store.append_rollouts(new)  # grouped: one write and one fsync per group, not per record
+    emit(RolloutsKept(tuple(new)))
     return out

@@ -33,6 +33,14 @@ class RolloutDone:
 
 
 @dataclass(frozen=True)
+class RolloutsKept:
+    """Rollouts an earlier run made, saved into this one as they were (an evaluation run keeps the
+    rollouts it reused from its source run): recorded, not run, so no progress counts them."""
+
+    records: tuple[RolloutRecord, ...]
+
+
+@dataclass(frozen=True)
 class VersionSaved:
     version: SkillVersion
     gate: GateDecision | None = None
@@ -55,7 +63,7 @@ class RunFinished:
     summary: RunSummary
 
 
-Event = Union[RunStarted, PhaseStarted, RolloutDone, VersionSaved, StepDone, Note, RunFinished]
+Event = Union[RunStarted, PhaseStarted, RolloutDone, RolloutsKept, VersionSaved, StepDone, Note, RunFinished]
 Listener = Callable[[Event], None]
 
 

@@ -1,15 +1,21 @@
-"""Listeners that record a run: metrics.jsonl and the SQLite index."""
+"""Listeners that record a run: metrics.jsonl and the SQLite index. Training and evaluation runs
+are recorded by the same listeners (`recorders`), given with the others by whoever starts the run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from skillopt.config import StoredConfig
-from skillopt.engine.events import Event, RolloutDone, RunFinished, RunStarted, StepDone, VersionSaved
+from skillopt.engine.events import Event, Listener, RolloutDone, RolloutsKept, RunFinished, RunStarted, StepDone, VersionSaved
 from skillopt.store.index import RunIndex
 from skillopt.store.layout import RunPaths, index_path
 from skillopt.store.schema import RolloutRecord, now
 from skillopt.store.run import RunStore
+
+
+def recorders(runs_dir: Path) -> list[Listener]:
+    """The listeners that keep a run's record beside its folder: metrics.jsonl and the SQLite index."""
+    return [MetricsWriter(runs_dir), IndexWriter(runs_dir)]
 
 
 class MetricsWriter:
@@ -52,6 +58,12 @@ class IndexWriter:
         if isinstance(event, RolloutDone):
             if not event.cached and self.run_id is not None:
                 self._pending.append(event.record)
+                if len(self._pending) >= self.batch:
+                    self.flush()
+            return
+        if isinstance(event, RolloutsKept):
+            if self.run_id is not None:
+                self._pending += event.records
                 if len(self._pending) >= self.batch:
                     self.flush()
             return

@@ -125,12 +125,15 @@ class PlainProgress:
 
     # the heartbeat: a line every interval_s even while nothing ends --------------------------------
     def _start_heartbeat(self) -> None:
+        if self._beat is not None and self._stop.is_set():  # a run after one that finished (compare: an
+            self._stop, self._beat = threading.Event(), None  # evaluation run per split): beat again
         if self._beat is None:
-            self._beat = threading.Thread(target=self._heartbeat, name="skillopt-progress", daemon=True)
+            self._beat = threading.Thread(target=self._heartbeat, args=(self._stop,), name="skillopt-progress",
+                                          daemon=True)
             self._beat.start()
 
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(min(self.interval_s, 5.0)):
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(min(self.interval_s, 5.0)):
             with self.lock:
                 if time.monotonic() - self.last_line >= self.interval_s:
                     self._print(self.status_line())
