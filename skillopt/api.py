@@ -253,7 +253,7 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
 
     `skill`: a SKILL.md path, `RUN`, `RUN:vN`, `RUN:best`, a Skill, or a TrainResult (its best);
     a run's own benchmark and settings are used unless given. Returns an `EvalResult` (score,
-    run id and folder, reused rollouts, trigger rate for agent harnesses)."""
+    run id and folder, reused rollouts, trigger rate for agent harnesses, the rollouts themselves)."""
     from skillopt.engine.evaluate import evaluate_skill
     from skillopt.engine.settings import scoring_layer
 

@@ -38,6 +38,7 @@ class EvalResult:
     label: str = ""  # the skill evaluated (RUN:vN, a path, a name)
     benchmark: str = ""
     trigger: TriggerRate | None = None
+    records: tuple[RolloutRecord, ...] = ()  # one per task and trial: scored, else its errored one
 
 
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
@@ -102,7 +103,7 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
     store.write_summary(summary)
     emit(RunFinished(summary))  # the index (engine.listeners.IndexWriter) now answers for the run
     return EvalResult(store.run_id, score, runner.cache_hits, store.root, ref.label, cfg.benchmark,
-                      trigger_rate(records))
+                      trigger_rate(records), tuple(records))
 
 
 def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], version: int,

@@ -89,19 +89,23 @@ def score_skill(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: 
     keys = {k for w in wanted.values() for k in w}
     found = find_rollouts(runs_dir, keys)
     cached = len(found)
+    failed: dict[str, RolloutRecord] = {}
     missing = [s for s in splits if any(k not in found for k in wanted[s])]
     if missing:
         from skillopt.engine.evaluate import evaluate_skill
 
         source = _best_source(runs_dir, found)
         eval_cfg = cfg.model_copy(update={"run_id": None})
-        for split in missing:
-            evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners,
-                           benchmark=benchmark)
-        failed: dict[str, RolloutRecord] = {}
-        found = find_rollouts(runs_dir, keys, failed)
-    else:
-        failed = {}
+        for split in missing:  # what the evaluation runs recorded: no second scan of every run
+            result = evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners,
+                                    benchmark=benchmark)
+            for rec in result.records:
+                if rec.key in keys and rec.key not in found:
+                    if rec.errored:
+                        failed[rec.key] = rec
+                    else:
+                        found[rec.key] = (result.run_id, rec)
+                        failed.pop(rec.key, None)
     # a scored rollout per key; where none, its errored one (compare counts it apart, never scores it)
     records = {s: [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})
                    for k in w if k in found or k in failed] for s, w in wanted.items()}
