@@ -90,7 +90,8 @@ async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
     with FakeModelServer(optimizer(seen)) as srv:
         models = Models(env=ProviderEnv(), meter=Meter())
         spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
-        out = await TrajectoryReflectionProposer(models, spec, count=2).propose(st)
+        got = await TrajectoryReflectionProposer(models, spec, count=2).propose(st)
+    out = got.candidates
     assert len(seen) == 2  # one reflection per recurring kind, most frequent first
     first, second = (r.last_user_text for r in seen)
     assert "- tests never run: 3\n- edit did not apply: 3\n- time-out: 1" in first
@@ -105,7 +106,7 @@ async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
     assert out[0].rationale.startswith("[tests never run] ") and out[0].sources[0] in ("t-codex", "t-mini-1")
     for c in out:
         assert len(c.edits) == 1 and apply_edits(SKILL, c.edits).applied
-    assert len(st.reflections) == 2 and all(r.error is None for r in st.reflections)
+    assert len(got.reflections) == 2 and all(r.error is None for r in got.reflections)  # returned, not written into st
 
 
 async def test_procedure_contrasts_passing_and_failing_trajectories():
@@ -117,7 +118,7 @@ async def test_procedure_contrasts_passing_and_failing_trajectories():
     with FakeModelServer(optimizer(seen)) as srv:
         models = Models(env=ProviderEnv(), meter=Meter())
         spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
-        (c,) = await ProcedureProposer(models, spec).propose(st)
+        (c,) = (await ProcedureProposer(models, spec).propose(st)).candidates
     asked = seen[0].last_user_text
     assert "- ran the tests after its last edit: 1/1 passing, 0/3 failing" in asked
     assert "## FAILED task t-mini-1 (failure kinds: tests never run, edit did not apply)" in asked
@@ -130,13 +131,13 @@ async def test_procedure_contrasts_passing_and_failing_trajectories():
     st2.skill = result.skill
     with FakeModelServer(optimizer([])) as srv:
         spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
-        (c2,) = await ProcedureProposer(Models(env=ProviderEnv(), meter=Meter()), spec).propose(st2)
+        (c2,) = (await ProcedureProposer(Models(env=ProviderEnv(), meter=Meter()), spec).propose(st2)).candidates
     assert c2.edits[0].op == "replace" and c2.edits[0].anchor == "Procedure"
 
 
 async def test_demonstration_condenses_a_solved_trajectory_into_steps():
     st = state()
-    (c,) = await TrajectoryDemonstrationProposer().propose(st)
+    (c,) = (await TrajectoryDemonstrationProposer().propose(st)).candidates
     assert c.origin == "trajectory-demonstration" and c.edits[0].evidence == ["t-claude"]
     text = c.edits[0].text
     assert text.startswith("## Example run\n")
@@ -144,8 +145,8 @@ async def test_demonstration_condenses_a_solved_trajectory_into_steps():
             "2. edit: `Edit /w/pkg/core.py`\n3. run the tests: `python -m pytest -q tests/test_core.py` (exit 0)") in text
     assert "Result: 1 file (+1 -1): pkg/core.py" in text
     assert apply_edits(SKILL, c.edits).applied
-    assert await TrajectoryDemonstrationProposer().propose(SearchState(
-        step=1, version=0, skill=SKILL, scored=[r for r in st.scored if r.failed], tasks=st.tasks)) == []
+    assert (await TrajectoryDemonstrationProposer().propose(SearchState(
+        step=1, version=0, skill=SKILL, scored=[r for r in st.scored if r.failed], tasks=st.tasks))).candidates == []
     # the skill read and the submit echo are the harness's, a failed detour is dropped
     solved = trajectory([*mini_trace(1)[:5], *call(5, "bash", {"command": "python -m pytest -q"}, "1 passed")], None,
                         PATCH)

@@ -17,7 +17,7 @@ from skillopt.optimizer.demonstrate import DemonstrationProposer
 from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
-from skillopt.optimizer.propose import Proposer, ReflectionProposer, SearchState, dedupe
+from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
 from skillopt.optimizer.rules import EXAMPLES as QUOTES, RuleProposer
 from skillopt.optimizer.template import template
 from skillopt.record import Candidate
@@ -73,16 +73,18 @@ def agent_proposers(ctx: Context) -> list[Proposer]:
     return out
 
 
-async def propose_all(proposers: list[Proposer], state: SearchState, emit: Emitter) -> list[Candidate]:
-    """Every proposer's candidates (concurrently), duplicates dropped, numbered s<step>-c<k>."""
+async def propose_all(proposers: list[Proposer], state: SearchState, emit: Emitter) -> Proposal:
+    """Every proposer's candidates (concurrently), duplicates dropped, numbered s<step>-c<k>, and
+    their reflections in the order of the proposers."""
     results = await asyncio.gather(*[p.propose(state) for p in proposers])
-    for r in state.reflections:
+    reflections = [r for got in results for r in got.reflections]
+    for r in reflections:
         if r.error:
             emit(Note(f"reflection failed (recorded): {r.error}"))
-    candidates = dedupe([c for batch in results for c in batch])
+    candidates = dedupe([c for got in results for c in got.candidates])
     for k, c in enumerate(candidates, 1):
         c.id = f"s{state.step:03d}-c{k}"
-    return candidates
+    return Proposal(candidates, reflections)
 
 
 def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> list[LeakFinding]:

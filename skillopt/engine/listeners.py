@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from skillopt.config import StoredConfig
-from skillopt.engine.events import Event, Listener, RolloutDone, RolloutsKept, RunFinished, RunStarted, StepDone, VersionSaved
+from skillopt.engine.events import (
+    Event, Listener, RolloutDone, RolloutsKept, RunFinished, RunStarted, StepDone, VersionSaved,
+)
 from skillopt.store.index import RunIndex
 from skillopt.store.layout import RunPaths, index_path
 from skillopt.store.schema import RolloutRecord, now

@@ -106,8 +106,9 @@ class Trainer:
                              rejected=list(self.state.ledger.rejected), max_edits=lr, pool=self.state.pool,
                              ledger=self.state.ledger)
         self.ctx.runner.meter.check()
-        candidates = await propose_all(self.proposers, search, self.ctx.emit)
-        store.write_reflections(n, search.reflections)
+        proposal = await propose_all(self.proposers, search, self.ctx.emit)
+        candidates = proposal.candidates
+        store.write_reflections(n, proposal.reflections)
         for c in candidates:
             self.preparer.prepare(c, skill, list(by_id.values()))
         incumbent_train = {r.task_id: r for r in records}

@@ -29,7 +29,7 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.aggregate import aggregate, select
-from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected, anchor_choices, reply_schema
 from skillopt.optimizer.types import ReflectionReply, ScoredRollout
 from skillopt.prompts import render
@@ -91,15 +91,15 @@ class TrajectoryReflectionProposer:
         self.models, self.spec, self.count, self.retries = models, spec, count, retries
         self.max_tokens, self.temperature = max_tokens, temperature
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         fails = traced(state.scored, failed=True)
         if not fails or self.count <= 0:
-            return []
+            return Proposal()
         kinds = kinds_over(fails)
         foci = [k for k, _ in kinds][: self.count] or [""]
         self.models.meter.check()
-        reflections = await asyncio.gather(*[self._one(state, fails, kinds, focus, i) for i, focus in enumerate(foci)])
-        state.reflections.extend(reflections)
+        reflections = list(await asyncio.gather(*[self._one(state, fails, kinds, focus, i)
+                                                  for i, focus in enumerate(foci)]))
         out = []
         for focus, r in zip(foci, reflections):
             edits = select(aggregate(r.edits, state.rejected), 1)
@@ -107,7 +107,7 @@ class TrajectoryReflectionProposer:
                 out.append(Candidate(id="", step=state.step, origin="trajectory-reflection", parent=state.version,
                                      edits=edits, rationale=(f"[{focus}] " if focus else "") + r.analysis,
                                      sources=list(r.minibatch)))
-        return out
+        return Proposal(out, reflections)
 
     async def _one(self, state: SearchState, fails: list[ScoredRollout], kinds: list[tuple[str, int]],
                    focus: str, sample: int) -> Reflection:
@@ -189,10 +189,10 @@ class ProcedureProposer:
                  temperature: float | None = None):
         self.models, self.spec, self.max_tokens, self.temperature = models, spec, max_tokens, temperature
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         passing, failing = traced(state.scored, failed=False), traced(state.scored, failed=True)
         if not passing or not failing:
-            return []
+            return Proposal()
         found = habits(passing, failing)
         shown_p, shown_f = passing[:SHOWN_SUCCESSES + 1], failing[:SHOWN_FAILURES]
         prompt = render("procedure.md.j2", skill_text=state.skill.render(), habits=found, n_pass=len(passing),
@@ -207,17 +207,16 @@ class ProcedureProposer:
                                             temperature=self.temperature, json_schema=schema)
         ids = [r.task_id for r in shown_f + shown_p]
         if isinstance(reply, StructuredFailure):
-            state.reflections.append(Reflection(minibatch=ids, error=f"procedure: {reply.error}",
-                                                transient=reply.transient))
-            return []
+            return Proposal(reflections=[Reflection(minibatch=ids, error=f"procedure: {reply.error}",
+                                                    transient=reply.transient)])
         text = procedure_section(reply.steps)
         if text.count("\n") < MIN_STEPS + 2:  # fewer than MIN_STEPS steps survived
-            return []
+            return Proposal()
         why = "a procedure from what passing trajectories did: " + "; ".join(
             f"{h.name} ({h.passing}/{len(passing)} passing, {h.failing}/{len(failing)} failing)" for h in found[:3])
         edit = _section_edit(state.skill, PROCEDURE, text, why[:300], [r.task_id for r in shown_f])
-        return [Candidate(id="", step=state.step, origin="procedure", parent=state.version, edits=[edit],
-                          rationale=reply.analysis or why, sources=[r.task_id for r in shown_f])]
+        return Proposal([Candidate(id="", step=state.step, origin="procedure", parent=state.version, edits=[edit],
+                                   rationale=reply.analysis or why, sources=[r.task_id for r in shown_f])])
 
 
 def condense(t: Trajectory, limit: int = EXAMPLE_STEPS) -> list[TrajectoryStep]:
@@ -257,17 +256,17 @@ class TrajectoryDemonstrationProposer:
     def __init__(self) -> None:
         self.used: set[str] = set()  # task ids already made into an example
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         found = [(r, condense(r.trajectory)) for r in traced(state.scored, failed=False)  # type: ignore[arg-type]
                  if r.task_id in state.tasks and r.task_id not in self.used]
         found = [(r, steps) for r, steps in found if steps]
         if not found:
-            return []
+            return Proposal()
         r, steps = min(found, key=lambda f: (len(f[1]), f[0].trajectory.calls))  # type: ignore[union-attr]
         self.used.add(r.task_id)
         text = example_section(r.trajectory, steps)  # type: ignore[arg-type]
         why = f"a solved trajectory of train task {r.task_id}, condensed to {len(steps)} steps"
         edit = _section_edit(state.skill, EXAMPLE, text, why, [r.task_id])
         failed = [x.task_id for x in state.scored if x.failed and x.task_id != r.task_id]
-        return [Candidate(id="", step=state.step, origin="trajectory-demonstration", parent=state.version,
-                          edits=[edit], rationale=why, sources=failed[:4] or [r.task_id])]
+        return Proposal([Candidate(id="", step=state.step, origin="trajectory-demonstration", parent=state.version,
+                                   edits=[edit], rationale=why, sources=failed[:4] or [r.task_id])])

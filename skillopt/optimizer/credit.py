@@ -9,12 +9,8 @@ candidate costs a screen, so it is cheap).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from skillopt.record import Candidate, EditLedger
-
-if TYPE_CHECKING:
-    from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.propose import Proposal, SearchState
+from skillopt.record import Candidate
 
 
 class AblationProposer:
@@ -25,14 +21,14 @@ class AblationProposer:
     def __init__(self, per_step: int = 1):
         self.per_step = per_step
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         ledger = state.ledger
-        if not isinstance(ledger, EditLedger):
-            return []
+        if ledger is None:
+            return Proposal()
         out = []
         for e in ledger.take_untested(self.per_step):
             sources = [t for t in e.evidence if t in state.tasks] or [r.task_id for r in state.scored if r.failed][:4]
             out.append(Candidate(id="", step=state.step, origin="ablation", parent=state.version, edits=[e],
                                  rationale="tried alone: it was rejected only as part of a bundle",
                                  sources=sources or [r.task_id for r in state.scored][:4]))
-        return out
+        return Proposal(out)

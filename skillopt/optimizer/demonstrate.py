@@ -23,7 +23,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
-from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
 from skillopt.optimizer.template import WORKING_FIRST, Template
 from skillopt.prompts import chat_system
@@ -70,17 +70,17 @@ class DemonstrationProposer:
         self.template = template
         self.used: set[str] = set()  # task ids already made into an example
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         found = self._own_successes(state) + await self._teacher(state)
         if not found:
-            return []
+            return Proposal()
         task, reply, how = min(found, key=lambda f: len(f[1].strip()))
         self.used.add(task.id)
         edit = demonstration_edit(state.skill, task, reply, self.template.follow)
         failed = [r.task_id for r in state.scored if r.failed and r.task_id != task.id]
-        return [Candidate(id="", step=state.step, origin="demonstration", parent=state.version, edits=[edit],
-                          rationale=f"worked example ({how}) from train task {task.id}",
-                          sources=failed[:4] or [r.task_id for r in state.scored][:4])]
+        return Proposal([Candidate(id="", step=state.step, origin="demonstration", parent=state.version, edits=[edit],
+                                   rationale=f"worked example ({how}) from train task {task.id}",
+                                   sources=failed[:4] or [r.task_id for r in state.scored][:4])])
 
     def _own_successes(self, state: SearchState) -> list[tuple[Task, str, str]]:
         return [(state.tasks[r.task_id], r.output, "the target's own rollout") for r in state.scored

@@ -17,7 +17,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
-from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
 from skillopt.skill import DESCRIPTION_MAX
@@ -37,11 +37,11 @@ class DescriptionProposer:
                  temperature: float | None = None):
         self.models, self.spec, self.max_tokens, self.temperature = models, spec, max_tokens, temperature
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         missed = [r for r in state.scored if r.skill_used is False][:MAX_SHOWN]
         loaded = [r for r in state.scored if r.skill_used is True][:MAX_SHOWN]
         if not missed:  # every rollout loaded it (or the skill is always in the prompt): nothing to fix
-            return []
+            return Proposal()
         self.models.meter.check()
         skill = state.skill
         prompt = render("describe.md.j2", skill_name=skill.name, description=skill.description, body=skill.body[:1500],
@@ -54,13 +54,12 @@ class DescriptionProposer:
                                             temperature=self.temperature, json_schema=schema)
         ids = [r.task_id for r in missed + loaded]
         if isinstance(reply, StructuredFailure):
-            state.reflections.append(Reflection(minibatch=ids, error=f"description: {reply.error}",
-                                                transient=reply.transient))
-            return []
+            return Proposal(reflections=[Reflection(minibatch=ids, error=f"description: {reply.error}",
+                                                    transient=reply.transient)])
         text = " ".join(reply.description.split())
         if not text or text == skill.description:
-            return []
+            return Proposal()
         edit = Edit(op="replace", part="description", text=text, rationale=reply.analysis[:200],
                     evidence=[r.task_id for r in missed])
-        return [Candidate(id="", step=state.step, origin="description", parent=state.version, edits=[edit],
-                          rationale=reply.analysis, sources=ids)]
+        return Proposal([Candidate(id="", step=state.step, origin="description", parent=state.version, edits=[edit],
+                                   rationale=reply.analysis, sources=ids)])

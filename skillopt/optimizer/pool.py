@@ -10,12 +10,8 @@ both were seen on) are combined by applying both members' edits to the incumbent
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from skillopt.record import Candidate, ParetoPool
-
-if TYPE_CHECKING:
-    from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.propose import Proposal, SearchState
+from skillopt.record import Candidate
 
 
 class MergeProposer:
@@ -24,20 +20,20 @@ class MergeProposer:
 
     name = "merge"
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         pool = state.pool
-        if not isinstance(pool, ParetoPool):
-            return []
+        if pool is None:
+            return Proposal()
         pair = pool.complementary(exclude={state.version})
         if pair is None:
-            return []
+            return Proposal()
         a, b = pair
         pool.merged.append((a.version, b.version))
         body = state.skill.body
         edits = [e for e in a.edits + b.edits if not (e.op == "add" and e.text.strip() and e.text.strip() in body)]
         if not edits:
-            return []
+            return Proposal()
         sources = [r.task_id for r in state.scored if r.failed][:4] or [r.task_id for r in state.scored][:4]
-        return [Candidate(id="", step=state.step, origin="merge", parent=state.version, edits=edits,
-                          members=[a.version, b.version], sources=sources,
-                          rationale=f"merge of v{a.version:03d} and v{b.version:03d}, which win different validation tasks")]
+        return Proposal([Candidate(id="", step=state.step, origin="merge", parent=state.version, edits=edits,
+                                   members=[a.version, b.version], sources=sources,
+                                   rationale=f"merge of v{a.version:03d} and v{b.version:03d}, which win different validation tasks")])

@@ -1,7 +1,9 @@
 """Proposers: each turns the state of the search into candidate edits of the incumbent skill.
 
-The Proposer seam (DESIGN.md section 4): `propose(state) -> list[Candidate]`, never raising for a
-failed model call (a failed reflection is recorded on the step and proposes nothing). Built-in
+The Proposer seam (DESIGN.md section 4): `propose(state) -> Proposal`, the candidates it made and
+the optimizer calls it made for them (`Reflection`s), never raising for a failed model call (a
+failed reflection is returned, recorded on the step, and proposes nothing). A proposer reads the
+state; it does not write into it (the merge proposer marks the pool pair it merged, once). Built-in
 proposers: reflection on minibatches of scored train rollouts (this module), a worked example
 from a successful train rollout (`demonstrate`), a merge of complementary pool members (`pool`)
 and single edits out of rejected bundles (`credit`).
@@ -22,7 +24,7 @@ from skillopt.optimizer.aggregate import aggregate, select
 from skillopt.optimizer.reflect import foci, make_minibatches, reflect
 from skillopt.optimizer.template import WORKING_FIRST, Template
 from skillopt.optimizer.types import ScoredRollout
-from skillopt.record import Candidate, Reflection
+from skillopt.record import Candidate, EditLedger, ParetoPool, Reflection
 from skillopt.skill import Skill
 
 
@@ -38,16 +40,24 @@ class SearchState:
     tasks: dict[str, Task]  # the train tasks by id
     rejected: list[Edit] = field(default_factory=list)  # edits the gate or the screen turned down alone
     max_edits: int = 3  # learning rate: edits one candidate may make
-    pool: object | None = None  # optimizer.pool.ParetoPool
-    ledger: object | None = None  # optimizer.credit.EditLedger
-    reflections: list[Reflection] = field(default_factory=list)  # filled by the reflection proposer
+    pool: ParetoPool | None = None  # the run's Pareto pool (the merge proposer reads it)
+    ledger: EditLedger | None = None  # the run's edit ledger (the ablation proposer takes from it)
+
+
+@dataclass
+class Proposal:
+    """What one proposer produced: its candidates, and the optimizer calls it made for them (failed
+    ones too: recorded on the step as `reflections.json`, never raised)."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    reflections: list[Reflection] = field(default_factory=list)
 
 
 @runtime_checkable
 class Proposer(Protocol):
     name: str
 
-    async def propose(self, state: SearchState) -> list[Candidate]: ...
+    async def propose(self, state: SearchState) -> Proposal: ...
 
 
 class ReflectionProposer:
@@ -66,23 +76,22 @@ class ReflectionProposer:
         self.minibatch_size, self.successes = minibatch_size, successes
         self.max_tokens, self.temperature = max_tokens, temperature
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         batches = make_minibatches(state.scored, self.minibatch_size, self.successes, self.count)
         if not batches:
-            return []
+            return Proposal()
         plan = [(batches[i % len(batches)], i // len(batches), self.foci[(state.step - 1 + i) % len(self.foci)])
                 for i in range(self.count)]
         self.models.meter.check()
         reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus)
                                                   for (fails, wins), sample, focus in plan]))
-        state.reflections.extend(reflections)
         out = []
         for r in reflections:
             edits = select(aggregate(r.edits, state.rejected), state.max_edits)
             if edits:
                 out.append(Candidate(id="", step=state.step, origin="reflection", parent=state.version,
                                      edits=edits, rationale=r.analysis, sources=list(r.minibatch)))
-        return out
+        return Proposal(out, reflections)
 
     async def _one(self, state: SearchState, fails, wins, sample: int, focus: str) -> Reflection:
         """One reflection; a call that failed for infrastructure reasons is tried again (up to

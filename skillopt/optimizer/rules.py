@@ -30,7 +30,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
-from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.prompts import render
@@ -212,20 +212,19 @@ class RuleProposer:
         self.models, self.spec, self.count, self.retries, self.examples = models, spec, count, retries, examples
         self.max_tokens, self.temperature = max_tokens, temperature
 
-    async def propose(self, state: SearchState) -> list[Candidate]:
+    async def propose(self, state: SearchState) -> Proposal:
         calls = plan_calls(cluster_failures(state.scored), self.count)
         if not calls:
-            return []
+            return Proposal()
         self.models.meter.check()
         passes = [r for r in state.scored if not r.failed and not r.error]
         results = await asyncio.gather(*[self._one(state, c, k, passes) for c, k in calls])
         out = []
         for reflection, edit in results:
-            state.reflections.append(reflection)
             if edit is not None:
                 out.append(Candidate(id="", step=state.step, origin="rules", parent=state.version, edits=[edit],
                                      rationale=reflection.analysis, sources=list(edit.evidence)))
-        return out
+        return Proposal(out, [reflection for reflection, _ in results])
 
     async def _one(self, state: SearchState, cluster: Cluster, k: int,
                    passes: list[ScoredRollout]) -> tuple[Reflection, Edit | None]:
