@@ -19,6 +19,7 @@ This module is an edge, like the CLI: with `env=None` it reads the process envir
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,16 +317,18 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     refs = [skill_ref(s, runs) for s in skills]
     labels = unique_labels([r.label for r in refs])
     first_run = next((r.run for r in refs if r.run is not None), None)
-    data, hashes, notes = [], {}, []
+    data, notes = [], []
+    checked: dict[str, tuple[str, str | None]] = {}  # a benchmark's data settings -> (its hash now, why none)
     got = None
     for ref, label in zip(refs, labels):
         if ref.run is not None:
-            d = run_entry(ref, splits, label)
             cfg = ref.run.read_config().layer()
-            key = repr(sorted((k, repr(cfg.get(k))) for k in ("benchmark", "splits", "benchmark_options")))
-            if key not in hashes:
-                hashes[key] = current_data_hash(cfg)
-            d.entry.current_data_hash, why = hashes[key]
+            source = json.dumps([cfg.get(k) for k in ("benchmark", "splits", "benchmark_options")], sort_keys=True,
+                                default=str)
+            if source not in checked:
+                checked[source] = current_data_hash(cfg)
+            now_hash, why = checked[source]
+            d = run_entry(ref, splits, label, current_data_hash=now_hash)
             if why and why not in notes:
                 notes.append(why)
         else:

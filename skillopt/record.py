@@ -21,6 +21,7 @@ combines two members that complement each other.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -215,7 +216,7 @@ class ParetoPool(BaseModel):
     def front(self) -> list[int]:
         return [m.version for m in self.members]
 
-    def complementary(self, exclude: set[int] = frozenset()) -> tuple[PoolMember, PoolMember] | None:  # type: ignore[assignment]
+    def complementary(self, exclude: AbstractSet[int] = frozenset()) -> tuple[PoolMember, PoolMember] | None:
         """Two members (neither in `exclude`, not merged before) that each beat their incumbent on a
         task where the other does not; the pair with the most such tasks between them."""
         best, best_n = None, 0

@@ -146,3 +146,11 @@ def test_the_run_record_and_the_optimizer_never_import_each_other():
     wrong = [f"{src}:{line} imports {dst}" for src, line, dst in graph()
              if {unit_of(src), unit_of(dst)} == {"store", "optimizer"}]
     assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_index_listener_writes_the_index():
+    """Training and evaluation runs feed runs/skillopt.db through one listener (engine/listeners.py)."""
+    wrong = [f"{src}:{line} imports {dst}" for src, line, dst in graph()
+             if dst == "skillopt.store.index" and unit_of(src) not in ("store", "report")
+             and src != "skillopt.engine.listeners"]
+    assert not wrong, "\n".join(wrong)

@@ -118,8 +118,9 @@ METHODS = {
 
 
 # loading ---------------------------------------------------------------------------------------------
-def run_entry(ref: SkillRef, splits: Sequence[str], label: str | None = None) -> EntryData:
-    """A run's skill version with the rollouts its run (and, for an eval run, its source) recorded."""
+def run_entry(ref: SkillRef, splits: Sequence[str], label: str | None = None, current_data_hash: str = "") -> EntryData:
+    """A run's skill version with the rollouts its run (and, for an eval run, its source) recorded.
+    `current_data_hash`: of its benchmark's data now ("" when not checked)."""
     assert ref.run is not None and ref.version is not None
     view = RunView(ref.run)
     v = ref.run.version(ref.version)
@@ -129,7 +130,8 @@ def run_entry(ref: SkillRef, splits: Sequence[str], label: str | None = None) ->
         version=v.version, origin=v.origin, benchmark=view.benchmark, harness=view.harness,
         target_model=view.target_model, run_status=view.status, data_hash=view.data_hash,
         run_tokens=meter.tokens if meter else None, run_cost_usd=meter.known_cost_usd if meter else None,
-        run_cost_unknown=meter.cost_unknown if meter else False, runs_dir=str(view.runs_dir))
+        run_cost_unknown=meter.cost_unknown if meter else False, runs_dir=str(view.runs_dir),
+        current_data_hash=current_data_hash)
     others = same_setup_runs(view)
     return EntryData(entry, {s: stored_records(view, v.sha, s, others) for s in splits})
 
