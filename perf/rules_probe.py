@@ -48,14 +48,14 @@ async def probe(run: Path, count: int, optimizer: str) -> dict:
     models = make_models(cfg, ProviderEnv(), Meter(Budget()), None)
     state = SearchState(step=1, version=0, skill=seed, scored=scored, tasks=tasks)
     t0 = time.monotonic()
-    cands = await RuleProposer(models, spec, count=count, max_tokens=cfg.models.optimizer_max_tokens).propose(state)
+    got = await RuleProposer(models, spec, count=count, max_tokens=cfg.models.optimizer_max_tokens).propose(state)
     shown = [tasks[t] for t in dict.fromkeys(r.task_id for r in scored)]
     return {"run": run.name, "benchmark": cfg.benchmark, "train_rollouts": len(scored),
             "failures": sum(1 for r in scored if r.failed), "optimizer": optimizer,
             "wall_s": round(time.monotonic() - t0, 1),
             "rules": [{"text": c.edits[0].text, "why": c.rationale, "leakage": [str(f) for f in leaks(c, c.edits, shown, seed)]}
-                      for c in cands],
-            "not_rules": [r.error for r in state.reflections if r.error]}
+                      for c in got.candidates],
+            "not_rules": [r.error for r in got.reflections if r.error]}
 
 
 def main() -> None:
