@@ -109,10 +109,11 @@ def test_a_rules_quoted_answers_are_its_own_evidence_and_its_words_are_checked_i
     seed = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nDo it.\n")
     shown = [Task(id=f"t{i}", prompt=f"Which sport is played in the big stadium number {i} of the town?",
                   answers=(a,)) for i, a in enumerate(("soccer", "membrane", "cricket"))]
-    fails = [_scored("t0", "Answer: Association football", "soccer"), _scored("t1", "Answer: Cell membrane", "membrane"),
-             _scored("t2", "Answer: cricket", "cricket")]  # the last one differs in nothing: never quoted
-    rule = with_examples("Use the shortest common name.", fails, 2)
-    assert rule == "Use the shortest common name. For example: 'soccer', not 'Association football'; " \
+    fails = [_scored("t0", "Answer: Association soccer", "soccer"), _scored("t1", "Answer: Cell membrane", "membrane"),
+             _scored("t2", "Answer: cricket", "cricket"),  # differs in nothing: never quoted
+             _scored("t3", "Answer: Texas", "Mexico")]  # another answer altogether, not a form: never quoted
+    rule = with_examples("Use the shortest common name.", fails, 3)
+    assert rule == "Use the shortest common name. For example: 'soccer', not 'Association soccer'; " \
                    "'membrane', not 'Cell membrane'."
     assert with_examples("Use the shortest common name.", fails, 0) == "Use the shortest common name."  # the switch
     cand = Candidate(id="", step=1, origin="rules", parent=0, edits=[rule_edit(seed, rule, "why", ["t0", "t1"])])
@@ -122,6 +123,15 @@ def test_a_rules_quoted_answers_are_its_own_evidence_and_its_words_are_checked_i
     assert "reference answer" in str(leaks(cand.model_copy(update={"edits": [bad_rule]}), [bad_rule], shown, seed)[0])
     copied = rule_edit(seed, "Use short names. For example: 'the big stadium number 2 of the town'.", "why", ["t0"])
     assert leaks(cand.model_copy(update={"edits": [copied]}), [copied], shown, seed)
+
+
+def test_a_rule_about_the_expected_answers_is_no_rule_the_agent_can_follow():
+    from skillopt.optimizer.rules import speaks_of_the_scorer
+
+    assert speaks_of_the_scorer("The agent should provide a completely different answer than the expected one.")
+    assert speaks_of_the_scorer("Match the reference answer exactly.")
+    assert not speaks_of_the_scorer("Give the shortest common name. For example: 'soccer', not 'the expected one'.")
+    assert not speaks_of_the_scorer("Write the number without units or commas.")
 
 
 def _scored(tid: str, output: str, reference: str, hard: float = 0.0, feedback: str = "", error=None):

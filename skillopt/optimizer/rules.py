@@ -117,6 +117,15 @@ def _instruction_grams(n: int) -> set[tuple[str, ...]]:
     return _INSTRUCTION_GRAMS[n]
 
 
+_SCORER_WORDS = re.compile(r"\b(expected (answer|one|output)s?|the scorer|scorer's|reference answers?)\b", re.I)
+
+
+def speaks_of_the_scorer(rule: str) -> bool:
+    """The rule talks about the expected answers or the scorer, which the agent never sees ("give a
+    different answer than the expected one"): not an instruction it can follow."""
+    return bool(_SCORER_WORDS.search(rule.split(EXAMPLES)[0]))
+
+
 class RuleReply(BaseModel):
     pattern: str = Field("", description="what the expected answers have in common that the failed replies lack")
     rule: str = Field("", description="one rule for every task of this kind")
@@ -248,6 +257,9 @@ class RuleProposer:
         rule = " ".join(reply.rule.split()).lstrip("-* ")
         if len(rule) < 10:
             return Reflection(minibatch=ids, analysis=reply.pattern, error="the reply held no rule"), None
+        if speaks_of_the_scorer(rule):
+            return Reflection(minibatch=ids, analysis=reply.pattern,
+                              error=f"the rule speaks of the expected answers, which the agent never sees: {rule[:120]}"), None
         if restates_instructions(rule):
             return Reflection(minibatch=ids, analysis=reply.pattern,
                               error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
@@ -263,9 +275,11 @@ def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int) -> str:
     pairs: list[str] = []
     for r in failures:
         got, exp = extract_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
-        if (len(pairs) < n and got and exp and len(got.split()) <= 8 and len(exp.split()) <= 8
+        g, e = _norm(got).split(), _norm(exp).split()  # words and numbers only: what the two share
+        same_kind = bool(set(g) & set(e)) or (_numeric(" ".join(g)) and _numeric(" ".join(e)))
+        if (len(pairs) < n and g and e and len(g) <= 8 and len(e) <= 8 and same_kind
                 and normalize_text(got) != normalize_text(exp) and "'" not in got + exp):
-            pairs.append(f"'{exp}', not '{got}'")
+            pairs.append(f"'{exp}', not '{got}'")  # a difference of form, not another answer altogether
     return f"{rule.rstrip()}{EXAMPLES}{'; '.join(dict.fromkeys(pairs))}." if pairs else rule
 
 

@@ -1,0 +1,75 @@
+"""What the rules proposer writes from a stored run's failures, with the embedded model: the rules,
+whether the leakage check keeps them, and the train answers each one quotes. No rollout, no gate:
+a cheap look at the optimizer's side alone (the suite measures what the rules do).
+
+Usage: python perf/rules_probe.py RUN_DIR [RUN_DIR ...] [--count 2] [--optimizer local:qwen2.5-coder-1.5b]
+Writes perf/results/rules_probe.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from perf.common import RESULTS, write_json  # noqa: E402
+
+
+async def probe(run: Path, count: int, optimizer: str) -> dict:
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.config import RunConfig
+    from skillopt.engine.candidates import leaks
+    from skillopt.engine.setup import make_models, size_local_models, Specs
+    from skillopt.models import Budget, Meter, ProviderEnv
+    from skillopt.models.spec import parse_model_spec
+    from skillopt.optimizer.propose import SearchState
+    from skillopt.optimizer.rules import RuleProposer
+    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.skill import Skill
+    from skillopt.store.run import RunStore
+
+    store = RunStore(run)
+    cfg = RunConfig.model_validate({**store.read_config().layer(), "optimizer_model": optimizer})
+    bench = get_benchmark(cfg.benchmark, cfg.splits)
+    tasks = {t.id: t for t in bench.tasks("train")}
+    seed = store.skill(0)
+    scored = [ScoredRollout(task_id=r.task_id, prompt=tasks[r.task_id].prompt, reference=tasks[r.task_id].reference,
+                            output=r.output, hard=r.hard, soft=r.soft, feedback=r.feedback, summary=r.summary)
+              for r in store.rollouts() if r.split == "train" and r.version == 0 and r.task_id in tasks]
+    spec = parse_model_spec(optimizer)
+    size_local_models(Specs(spec, spec), 1)
+    models = make_models(cfg, ProviderEnv(), Meter(Budget()), None)
+    state = SearchState(step=1, version=0, skill=seed, scored=scored, tasks=tasks)
+    t0 = time.monotonic()
+    cands = await RuleProposer(models, spec, count=count, max_tokens=cfg.models.optimizer_max_tokens).propose(state)
+    shown = [tasks[t] for t in dict.fromkeys(r.task_id for r in scored)]
+    return {"run": run.name, "benchmark": cfg.benchmark, "train_rollouts": len(scored),
+            "failures": sum(1 for r in scored if r.failed), "optimizer": optimizer,
+            "wall_s": round(time.monotonic() - t0, 1),
+            "rules": [{"text": c.edits[0].text, "why": c.rationale, "leakage": [str(f) for f in leaks(c, c.edits, shown, seed)]}
+                      for c in cands],
+            "not_rules": [r.error for r in state.reflections if r.error]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--count", type=int, default=2)
+    ap.add_argument("--optimizer", default="local:qwen2.5-coder-1.5b")
+    ap.add_argument("--out", default=str(RESULTS / "rules_probe.json"))
+    args = ap.parse_args()
+    rows = [asyncio.run(probe(Path(r), args.count, args.optimizer)) for r in args.runs]
+    write_json(Path(args.out), {"machine": {"load": os.getloadavg()}, "rows": rows})
+    for row in rows:
+        print(json.dumps(row, indent=1)[:3000])
+
+
+if __name__ == "__main__":
+    main()
