@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -70,6 +71,17 @@ def test_chat_turns_on_the_local_model_are_captured_with_the_models_own_ids(tmp_
     assert token_checks.logprob_mismatches(found, 1e-3) == [], found  # the same server, asked again
 
 
+def files_task(tmp_path: Path) -> tuple[Path, Path]:
+    """One agent task (count the files) and a skill that says to run `ls` first."""
+    data = write_jsonl(tmp_path / "files.jsonl", [
+        {"id": "files", "question": "How many files are in the current folder? Run ls, then answer with the number.",
+         "answer": "1"}])
+    skill = tmp_path / "SKILL.md"
+    skill.write_text("---\nname: counting\ndescription: Use this skill to count files.\n---\n"
+                     "# Counting\nRun `ls` in the shell first, then answer with the number.\n")
+    return data, skill
+
+
 def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_trl_data(tmp_path):
     """Codex (the real binary) against the embedded model, `--capture-tokens`: every model call of the
     rollout is a row whose ids decode to what Codex got; `traces export --format hf` reads back with
@@ -77,12 +89,7 @@ def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_tr
     pytest.importorskip("openai_codex")
     import datasets
 
-    data = write_jsonl(tmp_path / "files.jsonl", [
-        {"id": "files", "question": "How many files are in the current folder? Run ls, then answer with the number.",
-         "answer": "1"}])
-    skill = tmp_path / "SKILL.md"
-    skill.write_text("---\nname: counting\ndescription: Use this skill to count files.\n---\n"
-                     "# Counting\nRun `ls` in the shell first, then answer with the number.\n")
+    data, skill = files_task(tmp_path)
     env = cli_env(tmp_path)
     r = run_cli(["eval", "--skill", str(skill), "--benchmark", str(data), "--split", "all", "--harness", "codex",
                  "--target-model", f"local:{SMOL}", "--capture-tokens", "--concurrency", "1",
@@ -140,12 +147,7 @@ def test_a_multi_turn_mini_swe_agent_rollout_on_the_local_model_is_captured_turn
     pytest.importorskip("minisweagent")
     import datasets
 
-    data = write_jsonl(tmp_path / "files.jsonl", [
-        {"id": "files", "question": "How many files are in the current folder? Run ls, then answer with the number.",
-         "answer": "1"}])
-    skill = tmp_path / "SKILL.md"
-    skill.write_text("---\nname: counting\ndescription: Use this skill to count files.\n---\n"
-                     "# Counting\nRun `ls` in the shell first, then answer with the number.\n")
+    data, skill = files_task(tmp_path)
     env = cli_env(tmp_path)
     r = run_cli(["eval", "--skill", str(skill), "--benchmark", str(data), "--split", "all",
                  "--harness", "mini-swe-agent", "--target-model", f"local:{SMOL}", "--capture-tokens",
