@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -20,8 +21,9 @@ class FakeLlamaCpp:
     `/detokenize`, `/completion` and `/v1/models` as llama.cpp does; `prompt_tokens` is the prompt
     count its completions report; `seen` lists (path, body) of every request."""
 
-    def __init__(self, prompt_tokens: int = 3):
+    def __init__(self, prompt_tokens: int = 3, delay_s: float = 0.0, working: bool = True):
         self.prompt_tokens = prompt_tokens
+        self.delay_s, self.working = delay_s, working  # a slow completion; whether /slots shows work meanwhile
         self.seen: list[tuple[str, dict]] = []
         fake = self
 
@@ -50,6 +52,10 @@ class FakeLlamaCpp:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def answer(self, path: str, body: dict) -> dict:
+        if path == "/slots":
+            return [{"id": 0, "id_task": 1, "is_processing": self.working}]  # type: ignore[return-value]
+        if path == "/v1/chat/completions" and self.delay_s:
+            time.sleep(self.delay_s)
         if path == "/v1/models":
             return {"object": "list", "data": [{"id": "m"}]}
         if path == "/apply-template":
@@ -75,9 +81,9 @@ class FakeLlamaCpp:
         self.server.server_close()
 
 
-def through_shim(upstream: str, method: str, path: str, body: dict | None = None) -> httpx.Response:
+def through_shim(upstream: str, method: str, path: str, body: dict | None = None, **shim_args) -> httpx.Response:
     async def go() -> httpx.Response:
-        shim = TokenShim(upstream)
+        shim = TokenShim(upstream, **shim_args)
         try:
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=shim), base_url="http://shim") as client:
                 return await client.request(method, path, json=body)
@@ -123,3 +129,19 @@ def test_the_client_decodes_encodes_and_scores_through_the_server():
         assert tok.decode([1, 5, 2]) == "<s>q</s>" and tok.encode("<s>q</s>") == [1, 5, 2]
         assert tok.next_logprobs([1, 5, 2], n=2) == {7: -0.1, 8: -3.0}
     assert llama.seen[-1][1]["prompt"] == [1, 5, 2] and llama.seen[-1][1]["n_probs"] == 2
+
+
+def test_a_slow_completion_is_waited_for_while_the_server_works_and_ends_when_it_stops():
+    """No wall-clock limit on a completion (a CPU may read a long agent prompt for many minutes): only
+    a server that did no work for `no_progress_s` while the call was open ends it, as a 504."""
+    ask = {**CHAT, "return_token_ids": True}
+    with FakeLlamaCpp(delay_s=1.5, working=True) as llama:  # three times the limit, busy all along
+        r = through_shim(llama.url, "POST", "/v1/chat/completions", ask, no_progress_s=0.5, poll_s=0.1)
+    assert r.status_code == 200 and r.json()["choices"][0]["token_ids"] == [7, 8, 2]
+    assert sum(p == "/slots" for p, _ in llama.seen) >= 3  # its progress was read while the call was open
+    with FakeLlamaCpp(delay_s=3.0, working=False) as llama:  # idle slots: a stuck server
+        began = time.monotonic()
+        r = through_shim(llama.url, "POST", "/v1/chat/completions", ask, no_progress_s=0.5, poll_s=0.1)
+        waited = time.monotonic() - began  # before the fake's handler ends its sleep
+    assert r.status_code == 504 and "no progress" in r.json()["error"]["message"]
+    assert waited < 2.5

@@ -223,6 +223,8 @@ class MiniSweAgentHarness(AgentHarness):
             kwargs["temperature"] = limits.temperature
         if limits.seed is not None:
             kwargs["seed"] = limits.seed
+        if target.provider == "local":  # a CPU may read a long prompt for minutes: LiteLLM's own limit is 600 s
+            kwargs["timeout"] = self.opts.timeout(limits)
         skill_path = f"{self.skill_dir}/{run.trace.skill}/SKILL.md"
         skill_text = ""
         if (run.ws / skill_path).is_file():

@@ -17,6 +17,11 @@ capture_proxy) serves between LiteLLM and llama.cpp. For a chat completion that 
   row is skipped, and the proxy log says so);
 - adds each choice's `token_ids` from its logprobs' ids.
 
+A completion has no wall-clock limit here: a CPU may read a long agent prompt for many minutes. It
+fails (504) only when the server did no work for `no_progress_s` while it was open, the rule of every
+call to the embedded model (skillopt.models.local.progress: the server's `/slots`, read every few
+seconds). The capture proxy's LiteLLM, in front of the shim, waits as long (`tokens.model_list`).
+
 Every other request passes through unchanged. `LlamaCppTokens` is the client side of the same
 endpoints, for checks: `decode` (`/detokenize`, special tokens rendered) and `next_logprobs`, the
 server's top log-probabilities of the next token after given ids (`/completion` with `n_probs`),
@@ -32,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from skillopt.models.local.progress import POLL_S, NoProgress, ServerProgress, within_progress
 from skillopt.traces.capture_proxy import read_body
 
 _DROPPED = (b"content-length", b"content-encoding", b"transfer-encoding", b"connection")
@@ -40,9 +46,12 @@ _DROPPED = (b"content-length", b"content-encoding", b"transfer-encoding", b"conn
 class TokenShim:
     """ASGI app: llama.cpp at `upstream` (http://HOST:PORT), answering like vLLM with token ids."""
 
-    def __init__(self, upstream: str, timeout_s: float = 3600.0):
+    def __init__(self, upstream: str, timeout_s: float = 3600.0, no_progress_s: float = 600.0,
+                 poll_s: float = POLL_S):
         self.upstream = upstream.rstrip("/")
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # any request but a completion with ids (template, tokenizer, pass-through)
+        self.no_progress_s = no_progress_s
+        self.progress = ServerProgress(self.upstream, self._read_json, poll_s)
         self._client: httpx.AsyncClient | None = None
 
     @property
@@ -75,9 +84,13 @@ class TokenShim:
     async def chat_with_ids(self, body: dict[str, Any]) -> tuple[int, list, bytes]:
         """The completion with `logprobs`, plus `prompt_token_ids` and each choice's `token_ids`."""
         body = {**body, "logprobs": True}
+        completion = self.client.post(f"{self.upstream}/v1/chat/completions", json=body, timeout=None)
         answer, template = await asyncio.gather(
-            self.client.post(f"{self.upstream}/v1/chat/completions", json=body),
+            within_progress(completion, self.progress, self.no_progress_s),
             self.client.post(f"{self.upstream}/apply-template", json=body), return_exceptions=True)
+        if isinstance(answer, NoProgress):
+            error = {"error": {"message": f"the local model: {answer}", "type": "timeout", "code": 504}}
+            return 504, [(b"content-type", b"application/json")], json.dumps(error).encode()
         if isinstance(answer, BaseException):
             raise answer
         data = _json(answer.content)
@@ -107,6 +120,10 @@ class TokenShim:
                                    json={"content": prompt, "add_special": True, "parse_special": True})
         ids = (_json(r.content) or {}).get("tokens") if r.status_code == 200 else None
         return [int(i) for i in ids] if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else None
+
+    async def _read_json(self, url: str, timeout_s: float) -> Any:
+        r = await self.client.get(url, timeout=timeout_s)
+        return _json(r.content) if r.status_code == 200 else None
 
     async def aclose(self) -> None:
         if self._client is not None:

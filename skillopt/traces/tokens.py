@@ -57,6 +57,7 @@ from skillopt.traces.capture_proxy import HOST, url_host
 from skillopt.traces.dataset_append import append_dataset
 
 KEY_VAR = "SKILLOPT_CAPTURE_API_KEY"  # the backend key reaches the child by environment, never a file
+LOCAL_WAIT_S = 24 * 3600.0  # how long the proxy's LiteLLM waits for a local model (TokenShim decides)
 _PREFIX = {"vllm": "hosted_vllm", "openai-compatible": "hosted_vllm", "local": "hosted_vllm",
            "openai": "openai", "azure": "azure", "anthropic": "anthropic"}
 
@@ -103,6 +104,8 @@ def model_list(target: ModelSpec, env: ProviderEnv,
         # Codex's /responses: through chat completions, where vLLM returns token ids.
         params["use_chat_completions_api"] = True
         params["allowed_openai_params"] = ["return_token_ids"]  # else the bridge drops it
+        if target.provider == "local":  # not LiteLLM's 600 s: the shim limits a call by the server's progress
+            params["timeout"] = LOCAL_WAIT_S
     elif target.provider == "openai":
         key, base = env.openai_api_key, base or env.openai_base_url
     elif target.provider == "azure":
