@@ -85,7 +85,9 @@ class Place:
         return self.server.openai_url
 
     def args(self, url: str, run_id: str, *extra: str) -> list[str]:
-        return [*_run_args(self.data, url, run_id), "--concurrency", "4", *extra]
+        # every run here runs all of its rollouts (the seed's too: none reused from the runs before it in
+        # this home), so where each ran and what the meter counted can be compared run for run
+        return [*_run_args(self.data, url, run_id), "--concurrency", "4", "--set", "train.seed_cache=false", *extra]
 
     def start(self, args: list[str]) -> subprocess.Popen:
         return subprocess.Popen(self.ns.command([sys.executable, "-m", "skillopt", *args]), cwd=self.root, env=self.env,
