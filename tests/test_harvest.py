@@ -257,6 +257,8 @@ def test_a_codex_test_run_that_outlasts_its_wait_is_judged_by_the_poll_that_saw_
     assert harvest(home, "codex", "--path", str(path.parent)).returncode == 0
     t = json.loads((home.parent / "out" / "tasks.jsonl").read_text().splitlines()[0])
     assert t["outcome"] == "success" and t["check"]["command"] == slow and t["check"]["confidence"] == "high"
+    kinds = [(x["kind"], x["detail"].split(" -> ")[0]) for x in t["signals"]]
+    assert kinds == [("test_failed", slow)], kinds  # the poll that saw the failing run end is not a second failure
     cut = [shell(TEST_CMD), Step(tool=lambda req, ws: ToolCall("exec_command", {"cmd": "sleep 30; " + TEST_CMD,
                                                                                  "yield_time_ms": 300}))]
     ws2 = tmp_path / "home2" / "proj"

@@ -294,19 +294,19 @@ def _codex_item(s: Session, p: dict, t: str, calls: dict[str, Call]) -> None:
             call.exit_code = exit_code_in(header) if call.exit_code is None else call.exit_code
         call.output, call.answered = out, True
         running = _RUNNING.search(header)
-        if call.name == "write_stdin":  # a poll of a command that was still running: its output and end are that command's
-            _poll(calls.get(f"exec-session:{call.input.get('session_id')}"), out, call.exit_code, running)
-        elif running:  # no verdict until a poll sees it end
+        started = calls.get(f"exec-session:{call.input.get('session_id')}") if call.name == "write_stdin" else None
+        if started is not None and started.running:  # a poll: its output and its end are the started command's
+            _poll(started, out, call.exit_code, running)
+            call.exit_code = None  # the poll itself neither passed nor failed (else a failing run counts twice)
+        elif running and call.name != "write_stdin":  # no verdict until a poll sees it end
             call.running = running.group(1)
             calls[f"exec-session:{call.running}"] = call
-        if call.exit_code is None and not running:
+        elif call.exit_code is None and not running:
             call.exit_code = exit_code_in(out)
         call.is_error = call.failed
 
 
-def _poll(started: Call | None, out: str, code: int | None, running: re.Match | None) -> None:
-    if started is None or not started.running:
-        return
+def _poll(started: Call, out: str, code: int | None, running: re.Match | None) -> None:
     started.output += out
     if not running and code is not None:
         started.exit_code, started.running = code, ""
