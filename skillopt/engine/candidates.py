@@ -18,7 +18,7 @@ from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
-from skillopt.optimizer.rules import EXAMPLES as QUOTES, RuleProposer
+from skillopt.optimizer.rules import RuleProposer, split_quotes
 from skillopt.optimizer.template import template
 from skillopt.record import Candidate
 from skillopt.skill import Skill
@@ -92,9 +92,8 @@ def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> l
     example quotes its own train task by design (its evidence), and nothing else: never another
     task's text, and never a task that is not a train task of this step."""
     if c.origin == "rules":  # the rule itself is checked in full; the answers it quotes are its own evidence
-        ruled = [e.model_copy(update={"text": e.text.split(QUOTES)[0]}) for e in edits]
-        quoted = [e.model_copy(update={"text": e.text.split(QUOTES, 1)[1] if QUOTES in e.text else ""})
-                  for e in edits]
+        ruled = [e.model_copy(update={"text": split_quotes(e.text)[0]}) for e in edits]
+        quoted = [e.model_copy(update={"text": split_quotes(e.text)[1]}) for e in edits]
         return LeakageCheck(shown, skill.render()).check(ruled) or _own_evidence_only(quoted, shown, skill)
     if c.origin not in WORKED:
         return LeakageCheck(shown, skill.render()).check(edits)

@@ -118,13 +118,19 @@ def _instruction_grams(n: int) -> set[tuple[str, ...]]:
     return _INSTRUCTION_GRAMS[n]
 
 
+def split_quotes(text: str) -> tuple[str, str]:
+    """A rule's own words, and the answers it quotes ("" when it quotes none)."""
+    rule, _, quoted = text.partition(EXAMPLES)
+    return rule, quoted
+
+
 _SCORER_WORDS = re.compile(r"\b(expected (answer|one|output)s?|the scorer|scorer's|reference answers?)\b", re.I)
 
 
 def speaks_of_the_scorer(rule: str) -> bool:
     """The rule talks about the expected answers or the scorer, which the agent never sees ("give a
     different answer than the expected one"): not an instruction it can follow."""
-    return bool(_SCORER_WORDS.search(rule.split(EXAMPLES)[0]))
+    return bool(_SCORER_WORDS.search(split_quotes(rule)[0]))
 
 
 class RuleReply(BaseModel):
