@@ -51,6 +51,11 @@ class RunPaths:
         return self.root / ROLLOUTS_FILE
 
     @property
+    def tasks(self) -> Path:
+        """The prompts of the tasks the run uses (`RunStore.task_prompts`)."""
+        return self.root / "tasks.json"
+
+    @property
     def responses(self) -> Path:
         """The model response cache (`models.cache.ResponseCache`)."""
         return self.root / "cache" / "responses.jsonl"

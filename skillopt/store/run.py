@@ -199,12 +199,12 @@ class RunStore:
         known = self.task_prompts()
         cut = {k: v if len(v) <= self.PROMPT_CHARS else v[:self.PROMPT_CHARS] + " [...]" for k, v in prompts.items()}
         if any(known.get(k) != v for k, v in cut.items()):
-            atomic_write_json(self.root / "tasks.json", {**known, **cut})
+            atomic_write_json(self.paths.tasks, {**known, **cut})
 
     def task_prompts(self) -> dict[str, str]:
         """id -> prompt of the tasks the run recorded ({} for runs made before it did, or a damaged file)."""
         try:
-            data = json.loads((self.root / "tasks.json").read_text(encoding="utf-8"))
+            data = json.loads((self.paths.tasks).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
