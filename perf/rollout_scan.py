@@ -1,4 +1,4 @@
-"""What compare's scan of every run's rollouts costs: `engine.scoring.find_rollouts` (each line's key
+"""What compare's scan of every run's rollouts costs: `store.reuse.find_rollouts` (each line's key
 parsed as JSON, the record only for a wanted key) against the byte slice it replaced (`line[8:72]`),
 on a runs folder of copies of the run_v1 fixture's records, each with its own key.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from perf.common import machine, write_result  # noqa: E402
-from skillopt.engine.scoring import find_rollouts  # noqa: E402
+from skillopt.store.reuse import find_rollouts  # noqa: E402
 from skillopt.store.schema import RolloutRecord  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/run_v1/runs-dir/legacy/rollouts.jsonl"

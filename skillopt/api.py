@@ -19,11 +19,10 @@ This module is an edge, like the CLI: with `env=None` it reads the process envir
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.config import (
@@ -35,6 +34,11 @@ from skillopt.errors import BadInput
 from skillopt.models.types import ProviderEnv
 from skillopt.skill import Skill
 from skillopt.store.schema import RunSummary
+
+if TYPE_CHECKING:
+    from skillopt.engine.scoring import ScoringSetup, Setup
+    from skillopt.store.refs import SkillRef
+    from skillopt.store.run import RunStore
 
 PathLike = str | Path
 
@@ -255,40 +259,62 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
     `skill`: a SKILL.md path, `RUN`, `RUN:vN`, `RUN:best`, a Skill, or a TrainResult (its best);
     a run's own benchmark and settings are used unless given. Returns an `EvalResult` (score,
     run id and folder, reused rollouts, trigger rate for agent harnesses, the rollouts themselves)."""
-    from skillopt.engine.evaluate import evaluate_skill
+    from skillopt.engine.scoring import score_skills
+
+    _check_splits([split])
+    runs = Path(runs_dir)
+    made: list[ScoringSetup] = []
+    setup = _scoring_setup(benchmark, tasks, scorer, config, set, trials, env, settings, listeners, progress, runs,
+                           made, compare=False)
+    try:
+        scoring = score_skills([skill_ref(skill, runs)], [split], setup, runs, evaluation_run=True)
+    finally:
+        for m in made:
+            _stop_progress(m.listeners)
+    return scoring.entries[0].evaluations[0]
+
+
+def _check_splits(splits: Sequence[str]) -> None:
+    for s in splits:
+        if s not in ("train", "val", "test", "all"):
+            raise BadInput(f"unknown split {s!r}: use train, val, test or all")
+
+
+def _scoring_setup(benchmark, tasks, scorer, config, set_, trials: int | None, env, settings: dict[str, Any],
+                   listeners: Sequence[Listener], progress: Progress, runs: Path, made: list[ScoringSetup], *,
+                   compare: bool) -> Setup:
+    """How `evaluate` and `compare` score a skill (`engine.scoring.Setup`): the first run's scoring
+    settings (or none), then what is given; `trials` rollouts per task (the gate's trials setting).
+    `compare`: a skill file needs a run or a benchmark to be scored on, and the notes on what was
+    decided go to `listeners` alone. The setups made are appended to `made` (the caller stops their
+    progress views)."""
+    from skillopt.engine.scoring import ScoringSetup
     from skillopt.engine.settings import scoring_layer
 
-    if split not in ("train", "val", "test", "all"):
-        raise BadInput(f"unknown split {split!r}: use train, val, test or all")
-    runs = Path(runs_dir)
-    ref = skill_ref(skill, runs)
-    base = [scoring_layer(ref.run.read_config().layer())] if ref.run is not None else []
-    got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env, settings, base,
-                  need_optimizer=False)
-    every = _listeners(listeners, progress, runs)
-    for n in got.notes:
-        Emitter(every)(Note(n))
-    try:
-        return evaluate_skill(got.cfg, ref, split, runs, got.env, every, benchmark=got.benchmark)
-    finally:
-        _stop_progress(every)
+    def setup(ref: SkillRef, run: RunStore | None) -> ScoringSetup:
+        if compare and run is None and benchmark is None and tasks is None and not settings.get("benchmark"):
+            raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (benchmark= in Python) and "
+                           "the target model, or compare it with a run whose settings it should use")
+        base = [scoring_layer(run.read_config().layer())] if run is not None else []
+        overrides = _overrides(set_) + ([] if trials is None else [{"gate": {"trials": trials}}])
+        got = _inputs(benchmark, tasks, scorer, None, config, None, overrides, env, settings, base,
+                      need_optimizer=False)
+        every = _listeners(listeners, progress, runs)
+        made.append(ScoringSetup(got.cfg, got.env, got.benchmark, every))
+        for n in got.notes:
+            Emitter(list(listeners) if compare else every)(Note(n))
+        return made[-1]
 
-
-def _with_trials(set_: Sequence[str] | Mapping[str, Any] | None, trials: int | None) -> list:
-    """Scoring a skill (evaluate, compare): `trials` rollouts per task, the gate's trials setting."""
-    out = _overrides(set_)
-    return out if trials is None else [*out, {"gate": {"trials": trials}}]
+    return setup
 
 
 def skill_ref(skill: Any, runs_dir: Path):
-    """A `SkillRef` for a path / run reference string, a Skill or a TrainResult."""
-    from skillopt.store.refs import SkillRef, resolve_skill_ref
+    """A `SkillRef` for a TrainResult (its best), else the reference as given (the scoring service resolves it)."""
+    from skillopt.store.refs import resolve_skill_ref
 
     if isinstance(skill, TrainResult):
         return resolve_skill_ref(skill.best_ref, Path(skill.run_dir).parent)
-    if isinstance(skill, Skill):
-        return SkillRef(skill, skill.name)
-    return resolve_skill_ref(str(skill), runs_dir)
+    return skill
 
 
 def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("val", "test"), diff: bool = False,
@@ -303,58 +329,34 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     Run references reuse their rollouts; skill files and Skill objects are scored on the first run's
     benchmark and settings (or the ones given), reusing any rollout a run already has.
     Returns a `skillopt.report.compare.Comparison` (pydantic: `.model_dump()`, `.scores`, ...)."""
-    from skillopt.engine.scoring import score_skill
-    from skillopt.engine.settings import current_data_hash, scoring_layer
+    from skillopt.engine.scoring import score_skills
     from skillopt.report.compare import EntryData, SkillEntry, compare_skills, run_entry, unique_labels
 
     if len(skills) < 2:
         raise BadInput("compare needs at least two skills (e.g. RUN:seed RUN:best)")
     splits = list(dict.fromkeys(splits))
-    for s in splits:
-        if s not in ("train", "val", "test", "all"):
-            raise BadInput(f"unknown split {s!r}: use train, val, test or all")
+    _check_splits(splits)
     runs = Path(runs_dir)
-    refs = [skill_ref(s, runs) for s in skills]
-    labels = unique_labels([r.label for r in refs])
-    first_run = next((r.run for r in refs if r.run is not None), None)
-    data, notes = [], []
-    checked: dict[str, tuple[str, str | None]] = {}  # a benchmark's data settings -> (its hash now, why none)
-    got = None
-    for ref, label in zip(refs, labels):
-        if ref.run is not None:
-            cfg = ref.run.read_config().layer()
-            source = json.dumps([cfg.get(k) for k in ("benchmark", "splits", "benchmark_options")], sort_keys=True,
-                                default=str)
-            if source not in checked:
-                checked[source] = current_data_hash(cfg)
-            now_hash, why = checked[source]
-            d = run_entry(ref, splits, label, current_data_hash=now_hash)
-            if why and why not in notes:
-                notes.append(why)
-        else:
-            if got is None:
-                if first_run is None and benchmark is None and tasks is None and not settings.get("benchmark"):
-                    raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (benchmark= in Python) and "
-                                   "the target model, or compare it with a run whose settings it should use")
-                base = [scoring_layer(first_run.read_config().layer())] if first_run is not None else []
-                got = _inputs(benchmark, tasks, scorer, None, config, None, _with_trials(set, trials), env,
-                              settings, base, need_optimizer=False)
-                for n in got.notes:
-                    Emitter(list(listeners))(Note(n))
-            every = _listeners(listeners, progress, runs)
-            try:
-                scored = score_skill(ref, got.cfg, splits, runs, got.env, every, benchmark=got.benchmark)
-            finally:
-                _stop_progress(every)
-            c = got.cfg
-            d = EntryData(SkillEntry(label=label, kind="file", sha=scored.sha, text=ref.skill.render(),
-                                     benchmark=c.benchmark, harness=c.harness, target_model=c.target_model,
-                                     data_hash=scored.data_hash, scored_cached=scored.cached, scored_new=scored.new),
-                          scored.records)
-        data.append(d)
-    cmp = compare_skills(data, splits, with_diff=diff)
-    cmp.notes += notes
-    return cmp
+    made: list[ScoringSetup] = []
+    setup = _scoring_setup(benchmark, tasks, scorer, config, set, trials, env, settings, listeners, progress, runs, made,
+                           compare=True)
+    try:
+        scoring = score_skills([skill_ref(s, runs) for s in skills], splits, setup, runs)
+    finally:
+        for m in made:
+            _stop_progress(m.listeners)
+    data = []
+    for s, label in zip(scoring.entries, unique_labels([s.ref.label for s in scoring.entries])):
+        cfg = s.cfg
+        if cfg is None:  # recorded: a run's version, as its run recorded it
+            data.append(run_entry(s.ref, splits, label, current_data_hash=s.current_data_hash))
+            continue
+        data.append(EntryData(SkillEntry(label=label, kind="file", sha=s.ref.skill.sha, text=s.ref.skill.render(),
+                                         benchmark=cfg.benchmark, harness=cfg.harness,
+                                         target_model=cfg.target_model, data_hash=s.data_hash,
+                                         scored_cached=s.cached, scored_new=s.new),
+                              {split: list(sc.records) for split, sc in s.scores.items()}))
+    return compare_skills(data, splits, with_diff=diff, notes=scoring.notes)
 
 
 def judge(rubric: str, model: str, threshold: float = 0.5):

@@ -297,3 +297,32 @@ def test_compare_scores_skill_files_reusing_cached_rollouts(tmp_path_factory, tm
     assert json.loads(r.stdout)["entries"][1]["scored_cached"] == 12  # the second time, nothing is paid
     r = cli("compare", str(same), str(edited), runs_dir=runs)
     assert r.exit_code == 2 and "pass --benchmark" in r.stderr
+
+
+def test_eval_and_compare_score_a_skill_file_alike_from_the_same_rollouts(tmp_path_factory, tmp_path):
+    """One scoring service: the rollouts `eval` paid for are the ones `compare` finds, by the same cache
+    key (no new rollout), and both read the same n, score and interval from them."""
+    import yaml
+
+    runs = copy_runs(tmp_path_factory, tmp_path)
+    cfg = yaml.safe_load((runs / "codes" / "config.yaml").read_text())
+    edited = tmp_path / "edited.md"
+    edited.write_text((runs / "codes" / "skills" / "v000.md").read_text() + "\nCheck the answer twice.\n")
+    r = cli("eval", "--skill", str(edited), "--split", "test", "--benchmark", cfg["benchmark"], "--harness", "chat",
+            "--target_model", cfg["target_model"], "--progress", "none", "--set", "splits.train=4",
+            "--set", "splits.val=8", "--set", "splits.test=4", "--set", "models.retry_base_delay_s=0.01", runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    assert "(0 cached" in r.stdout  # a skill file is scored afresh by eval
+    (ev_run,) = [p for p in runs.iterdir() if p.name.startswith("eval-")]
+    ev = json.loads((ev_run / "summary.json").read_text())["scores"]["seed"]["test"]
+    assert f"hard {ev['hard']:.3f} (n={ev['n']})" in r.stdout and ev["n"] == 4
+    r = cli("compare", "codes:seed", str(edited), "--split", "test", "--format", "json", runs_dir=runs)
+    assert r.exit_code == 0, r.stderr
+    cmp = json.loads(r.stdout)
+    e = cmp["entries"][1]
+    assert (e["scored_new"], e["scored_cached"]) == (0, 4)  # eval's rollouts, found by the run's cache key
+    assert [p.name for p in runs.iterdir() if p.name.startswith("eval-")] == [ev_run.name]  # no new evaluation run
+    row = next(s for s in cmp["scores"] if s["label"] == e["label"])
+    assert (row["rollouts"], row["errors"], row["hard"]["mean"]) == (ev["n"], ev["errors"], ev["hard"])
+    assert row["hard"] == wilson_interval(ev["hard"] * ev["n"], ev["n"]).model_dump()
+    assert row["soft"]["mean"] == pytest.approx(ev["soft"])

@@ -1,8 +1,11 @@
-"""Score one skill on one split, as an evaluation run (reusing rollouts the source run already paid for)."""
+"""Score one skill on one split as an evaluation run: how the scoring service (`engine.scoring`) pays
+for the rollouts it misses, reusing the stored ones it is given (or those of the run the skill comes
+from), found by the runner's own cache key."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from skillopt.models import ProviderEnv
 from skillopt.io.redact import redact
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore, now
 from skillopt.store.refs import SkillRef
+from skillopt.store.reuse import find_rollouts
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 from skillopt.store.run import RunStore, check_run_id, new_run_id
 
@@ -39,12 +43,19 @@ class EvalResult:
     benchmark: str = ""
     trigger: TriggerRate | None = None
     records: tuple[RolloutRecord, ...] = ()  # one per task and trial: scored, else its errored one
+    data_hash: str = ""  # of the benchmark's split tasks (`benchmarks.base.split_data_hash`)
+
+
+Reusable = Mapping[str, tuple[str, RolloutRecord]]  # cache key -> (run id, stored scored rollout)
 
 
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
-                   listeners: list[Listener], benchmark: Benchmark | None = None) -> EvalResult:
+                   listeners: list[Listener], benchmark: Benchmark | None = None,
+                   reusable: Reusable | None = None) -> EvalResult:
     """Score `ref` on `split` as an evaluation run. `benchmark`: one built in Python instead of
-    `cfg.benchmark` by name."""
+    `cfg.benchmark` by name. `reusable`: the stored rollouts already found by their cache key
+    (`store.reuse.find_rollouts`, `compare`: in any run); None (`eval`): those of the run `ref`
+    comes from, looked up here by the same key."""
     specs = resolve_specs(cfg, env, need_optimizer=False)
     run_id = check_run_id(cfg.run_id or "eval-" + new_run_id(cfg.benchmark))
     check_skill_name(ref.skill)
@@ -56,14 +67,14 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
             preflight_models(cfg, specs, benchmark, env)
             store = RunStore.create(runs_dir, run_id, lock=True)
             try:
-                return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts, executor)
+                return _evaluate(cfg, ref, split, store, env, listeners, specs, benchmark, parts, executor, reusable)
             finally:
                 store.unlock()
 
 
 def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: ProviderEnv,
               listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts,
-              executor: Executor) -> EvalResult:
+              executor: Executor, reusable: Reusable | None) -> EvalResult:
     tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
     size_local_models(specs, cfg.train.concurrency)
     config = StoredConfig.of(cfg, mode="eval", skill=ref.label, split=split)
@@ -80,8 +91,10 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
                                cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
                                executor=executor)
-        if ref.run is not None:  # reuse what the source run already scored
-            runner.cache.update({r.key: r for r in ref.run.rollouts() if not r.errored})
+        if reusable is None:  # one key: the runner's own (`Settings.rollout_key`)
+            keys = {parts.settings.rollout_key(ref.skill.sha, t, k) for t in tasks for k in range(cfg.gate.trials)}
+            reusable = find_rollouts(store.root.parent, keys, runs=[ref.run.run_id] if ref.run is not None else [])
+        runner.cache.update({key: rec for key, (_, rec) in reusable.items()})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))
         try:
             records = asyncio.run(runner.run_many(ref.skill, v.version, tasks, split, cfg.gate.trials,
@@ -92,31 +105,36 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: P
                                        stop_reason=redact(str(e)) if failed else "interrupted",
                                        fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
             raise
-    records = _keep_reused(store, ref, records, v.version, emit)
+    records = _keep_reused(store, reusable, records, v.version, emit)
     score = split_score(records)
     store.write_state(RunState(run_id=store.run_id, status="finished",
                                fingerprint=parts.settings.fingerprint(cfg.splits), meter=meter.snapshot()))
+    data_hash = split_data_hash(benchmark)
     summary = RunSummary(run_id=store.run_id, status="finished", benchmark=cfg.benchmark, harness=cfg.harness,
-                         target_model=cfg.target_model, optimizer_model="", data_hash=split_data_hash(benchmark),
+                         target_model=cfg.target_model, optimizer_model="", data_hash=data_hash,
                          versions={"seed": 0},
                          scores={"seed": {split: score}}, meter=meter.snapshot(), started_at=now())
     store.write_summary(summary)
     emit(RunFinished(summary))  # the index (engine.listeners.IndexWriter) now answers for the run
     return EvalResult(store.run_id, score, runner.cache_hits, store.root, ref.label, cfg.benchmark,
-                      trigger_rate(records), tuple(records))
+                      trigger_rate(records), tuple(records), data_hash)
 
 
-def _keep_reused(store: RunStore, ref: SkillRef, records: list[RolloutRecord], version: int,
+def _keep_reused(store: RunStore, reusable: Reusable, records: list[RolloutRecord], version: int,
                  emit: Emitter) -> list[RolloutRecord]:
-    """Rollouts reused from the source run are written into this run too (with their traces), so the
+    """Rollouts reused from other runs are written into this run too (with their traces), so the
     evaluation run holds every rollout it scored and reads the same as one that paid for them all."""
     own = {r.key for r in store.rollouts()}
+    sources: dict[str, RunStore] = {}  # run id -> its store, opened once
     out, new = [], []
     for rec in records:
         if rec.key not in own:
             rec = rec.model_copy(update={"version": version})
-            if rec.trace_file and ref.run is not None:
-                store.copy_trace(ref.run, rec.trace_file)
+            if rec.trace_file and rec.key in reusable:
+                run_id = reusable[rec.key][0]
+                if run_id not in sources:
+                    sources[run_id] = RunStore(store.root.parent / run_id)
+                store.copy_trace(sources[run_id], rec.trace_file)
             new.append(rec)
         out.append(rec)
     store.append_rollouts(new)  # grouped: one write and one fsync per group, not per record

@@ -1,123 +1,164 @@
-"""The scoring service: the rollouts of a skill on some splits, reusing every rollout any run
-already paid for. `compare` calls it for skill files (and `eval` runs the same evaluation run);
-report/ only reads what it recorded.
+"""The scoring service: `skillopt compare`, `skillopt eval` and the Python API (`evaluate`, `compare`)
+score skills here, and nowhere else.
 
-A rollout is reused when its cache key (skill content, task content, trial, and the settings that
-matter: `skillopt.engine.settings`) matches one recorded in any run under the runs folder; only the
-missing ones are run, as an evaluation run (`skillopt.engine.evaluate.evaluate_skill`).
+`score_skills` resolves the skill references (`store.refs`), reuses the stored rollouts whose cache
+key matches (`store.reuse.find_rollouts`, one scan; the key is the one a run's `RolloutRunner` uses,
+`engine.settings.Settings.rollout_key`: skill content, task content, trial and the settings that
+matter), scores only what is missing as an evaluation run (`engine.evaluate.evaluate_skill`), and
+returns one typed result: per reference and split a `store.scores.Score` (n, errors, the 95%
+intervals, and the rollouts the paired test pairs).
+
+`compare` reuses a rollout from any run under the runs folder and makes an evaluation run only
+where one is missing; `eval` always makes its evaluation run and reuses the rollouts of the run its
+reference comes from (a skill file's: none), so it measures the file afresh.
+
+A run reference that `compare` reads is not scored again: its scores are what its run recorded
+(report/ reads them); the service checks whether that run's benchmark data changed since.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, Task, split_data_hash
+from skillopt.benchmarks.base import Benchmark, split_data_hash
 from skillopt.config import RunConfig
+from skillopt.engine.evaluate import EvalResult, evaluate_skill
 from skillopt.engine.events import Listener
-from skillopt.engine.settings import settings_that_matter
+from skillopt.engine.settings import current_data_hash, settings_that_matter
 from skillopt.harness.registry import HarnessContext, make_harness
 from skillopt.models import Models
 from skillopt.models.types import ProviderEnv
-from skillopt.store.layout import rollout_files
-from skillopt.store.schema import RolloutRecord
-from skillopt.store.refs import SkillRef
+from skillopt.skill import Skill
+from skillopt.store.refs import SkillRef, resolve_skill_ref
+from skillopt.store.reuse import find_rollouts
 from skillopt.store.run import RunStore
-
-
-class _KeyOnly(BaseModel):
-    """A rollouts.jsonl line read for its cache key alone (the rest is skipped, not built)."""
-
-    model_config = ConfigDict(extra="ignore")
-    key: str = ""
+from skillopt.store.schema import RolloutRecord
+from skillopt.store.scores import Score
 
 
 @dataclass(frozen=True)
-class ScoredSkill:
-    """A skill's rollouts by split (a scored one per task and trial, else its errored one), and what
-    scoring them cost."""
+class ScoringSetup:
+    """What a skill is scored with, resolved at the edge (the Python API): the configuration, the
+    provider keys, a benchmark built in Python instead of `cfg.benchmark` by name, the listeners."""
 
-    sha: str
-    records: dict[str, list[RolloutRecord]]
-    cached: int  # rollouts reused from earlier runs
-    new: int  # rollouts run by this call
-    data_hash: str  # of the benchmark's data as it is now
-
-
-def find_rollouts(runs_dir: Path, keys: set[str],
-                  errored: dict[str, RolloutRecord] | None = None) -> dict[str, tuple[str, RolloutRecord]]:
-    """Scored rollouts with these cache keys in any run under `runs_dir`: key -> (run id, record).
-    `errored`, when given, receives the last errored rollout of each key (counted apart, never a score)."""
-    found: dict[str, tuple[str, RolloutRecord]] = {}
-    if not keys:
-        return found
-    for run_id, path in rollout_files(runs_dir):
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                try:  # the key first (a cheap parse); the record only for a wanted key
-                    key = _KeyOnly.model_validate_json(line).key
-                    if key not in keys or (key in found and errored is None):
-                        continue
-                    rec = RolloutRecord.model_validate_json(line)
-                except ValueError:
-                    continue  # a torn last line of an interrupted run
-                if rec.key in keys and rec.key not in found and not rec.errored:  # errored: run again
-                    found[rec.key] = (run_id, rec)
-                elif errored is not None and rec.key in keys and rec.errored:
-                    errored[rec.key] = rec
-    return found
+    cfg: RunConfig
+    env: ProviderEnv
+    benchmark: Benchmark | None = None
+    listeners: list[Listener] = field(default_factory=list)
 
 
-def score_skill(ref: SkillRef, cfg: RunConfig, splits: Sequence[str], runs_dir: Path, env: ProviderEnv,
-                listeners: list[Listener], benchmark: Benchmark | None = None) -> ScoredSkill:
-    """The rollouts of a skill file on each split: reused where any run has them, run otherwise.
-    `benchmark`: one built in Python instead of `cfg.benchmark` by name."""
-    skill = ref.skill
-    bench = benchmark if benchmark is not None else get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-    harness = make_harness(cfg.harness, HarnessContext(models=Models(env=env), options=dict(cfg.harness_options)))
+Setup = Callable[[SkillRef, RunStore | None], ScoringSetup]
+"""Asked once, when the first reference is to be scored: that reference, and the first run among the
+references (whose scoring settings are the base of the configuration)."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One reference as the service gives it back."""
+
+    ref: SkillRef
+    scores: dict[str, Score[RolloutRecord]] = field(default_factory=dict)  # split -> score; {} when recorded
+    cached: int = 0  # rollouts reused from earlier runs
+    new: int = 0  # rollouts this call ran
+    data_hash: str = ""  # scored: of the benchmark's data as it is now
+    current_data_hash: str = ""  # recorded: of its run's benchmark data now ("" when not checked)
+    evaluations: tuple[EvalResult, ...] = ()  # the evaluation runs that scored it, one per split
+    cfg: RunConfig | None = None  # scored: the settings it was scored with
+
+    @property
+    def recorded(self) -> bool:
+        """A run's version read as its run recorded it (compare), not scored here."""
+        return self.cfg is None
+
+
+@dataclass(frozen=True)
+class Scoring:
+    entries: tuple[Scored, ...]  # one per reference, in order
+    notes: tuple[str, ...] = ()  # a recorded run's benchmark that could not be loaded to check its data
+
+
+def skill_ref(skill: SkillRef | Skill | str | Path, runs_dir: Path) -> SkillRef:
+    """A reference: `PATH`, `RUN`, `RUN:vN`, `RUN:best`, ... (`store.refs`), or a Skill object."""
+    if isinstance(skill, SkillRef):
+        return skill
+    if isinstance(skill, Skill):
+        return SkillRef(skill, skill.name)
+    return resolve_skill_ref(str(skill), runs_dir)
+
+
+def score_skills(skills: Sequence[SkillRef | Skill | str | Path], splits: Sequence[str], setup: Setup,
+                 runs_dir: Path, *, evaluation_run: bool = False) -> Scoring:
+    """Each skill's score on each split. With `evaluation_run` (`eval`), each is scored as an
+    evaluation run of its own, run references too; without (`compare`), a run reference is read as
+    its run recorded it and the others are scored only where a rollout is missing."""
+    refs = [skill_ref(s, runs_dir) for s in skills]
+    first_run = next((r.run for r in refs if r.run is not None), None)
+    made: ScoringSetup | None = None
+    checked: dict[str, tuple[str, str | None]] = {}  # a run's data source -> (its hash now, why none)
+    entries, notes = [], []
+    for ref in refs:
+        if ref.run is not None and not evaluation_run:
+            now, why = _data_now(ref.run, checked)
+            entries.append(Scored(ref, current_data_hash=now))
+            if why and why not in notes:
+                notes.append(why)
+            continue
+        made = made or setup(ref, first_run)
+        entries.append(_evaluated(ref, splits, made, runs_dir) if evaluation_run else _scored(ref, splits, made, runs_dir))
+    return Scoring(tuple(entries), tuple(notes))
+
+
+def _data_now(run: RunStore, checked: dict[str, tuple[str, str | None]]) -> tuple[str, str | None]:
+    """(the hash of `run`'s benchmark data as it is now, None) or ("", why it could not be checked);
+    each benchmark (its name, splits and options) loaded once."""
+    layer = run.read_config().layer()
+    source = json.dumps([layer.get(k) for k in ("benchmark", "splits", "benchmark_options")], sort_keys=True,
+                        default=str)
+    if source not in checked:
+        checked[source] = current_data_hash(layer)
+    return checked[source]
+
+
+def _evaluated(ref: SkillRef, splits: Sequence[str], made: ScoringSetup, runs_dir: Path) -> Scored:
+    """`eval`: an evaluation run per split (it finds what it can reuse by the same key)."""
+    results = tuple(evaluate_skill(made.cfg, ref, split, runs_dir, made.env, made.listeners, benchmark=made.benchmark)
+                    for split in splits)
+    return Scored(ref, {s: Score.of(s, r.records) for s, r in zip(splits, results)},
+                  cached=sum(r.cached for r in results), new=sum(len(r.records) - r.cached for r in results),
+                  data_hash=results[0].data_hash if results else "", evaluations=results, cfg=made.cfg)
+
+
+def _scored(ref: SkillRef, splits: Sequence[str], made: ScoringSetup, runs_dir: Path) -> Scored:
+    """`compare`: reused where any run has the rollout, run (an evaluation run per split) otherwise."""
+    cfg, skill = made.cfg.model_copy(update={"run_id": None}), ref.skill
+    bench = made.benchmark if made.benchmark is not None else \
+        get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
+    harness = make_harness(cfg.harness, HarnessContext(models=Models(env=made.env), options=dict(cfg.harness_options)))
     settings, trials = settings_that_matter(cfg, bench, harness), cfg.gate.trials
-    wanted: dict[str, dict[str, tuple[str, int]]] = {}  # split -> key -> (task id, trial)
-    all_tasks: list[Task] = []
-    for split in splits:
-        tasks = list(bench.tasks(split))  # type: ignore[arg-type]
-        all_tasks += tasks
-        wanted[split] = {settings.rollout_key(skill.sha, t, k): (t.id, k) for t in tasks for k in range(trials)}
-    keys = {k for w in wanted.values() for k in w}
-    found = find_rollouts(runs_dir, keys)
+    wanted = {split: list(dict.fromkeys(settings.rollout_key(skill.sha, t, k) for t in bench.tasks(split)  # type: ignore[arg-type]
+                                        for k in range(trials))) for split in splits}
+    found = find_rollouts(runs_dir, {k for w in wanted.values() for k in w})
     cached = len(found)
     failed: dict[str, RolloutRecord] = {}
-    missing = [s for s in splits if any(k not in found for k in wanted[s])]
-    if missing:
-        from skillopt.engine.evaluate import evaluate_skill
-
-        source = _best_source(runs_dir, found)
-        eval_cfg = cfg.model_copy(update={"run_id": None})
-        for split in missing:  # what the evaluation runs recorded: no second scan of every run
-            result = evaluate_skill(eval_cfg, SkillRef(skill, ref.label, source), split, runs_dir, env, listeners,
-                                    benchmark=benchmark)
-            for rec in result.records:
-                if rec.key in keys and rec.key not in found:
-                    if rec.errored:
-                        failed[rec.key] = rec
-                    else:
-                        found[rec.key] = (result.run_id, rec)
-                        failed.pop(rec.key, None)
-    # a scored rollout per key; where none, its errored one (compare counts it apart, never scores it)
-    records = {s: [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})
-                   for k in w if k in found or k in failed] for s, w in wanted.items()}
-    return ScoredSkill(skill.sha, records, cached, len(found) - cached, split_data_hash(bench))
-
-
-def _best_source(runs_dir: Path, found: dict[str, tuple[str, RolloutRecord]]) -> RunStore | None:
-    """The run holding the most of the reusable rollouts (the evaluation run preloads its cache)."""
-    counts: dict[str, int] = {}
-    for run_id, _ in found.values():
-        counts[run_id] = counts.get(run_id, 0) + 1
-    if not counts:
-        return None
-    best = max(counts, key=lambda r: counts[r])
-    return RunStore(runs_dir / best)
+    evaluations = []
+    for split in [s for s in splits if any(k not in found for k in wanted[s])]:
+        result = evaluate_skill(cfg, ref, split, runs_dir, made.env, made.listeners, benchmark=made.benchmark,
+                                reusable=found)  # what it records: no second scan of every run
+        evaluations.append(result)
+        for rec in result.records:
+            if rec.key in found:
+                continue
+            if rec.errored:
+                failed[rec.key] = rec
+            else:
+                found[rec.key] = (result.run_id, rec)
+                failed.pop(rec.key, None)
+    # a scored rollout per key; where none, its errored one (counted apart, never a score)
+    scores = {s: Score.of(s, [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})
+                              for k in w if k in found or k in failed]) for s, w in wanted.items()}
+    return Scored(ref, scores, cached=cached, new=len(found) - cached, data_hash=split_data_hash(bench),
+                  evaluations=tuple(evaluations), cfg=cfg)

@@ -3,7 +3,7 @@ paired significance test against the first skill, tokens and cost, and diffs of 
 
 `compare_skills()` is pure: it takes the rollouts of each skill (`EntryData`) and returns a
 `Comparison`. `run_entry()` reads a skill version's rollouts from its run; skill files are scored
-by the scoring service (`skillopt.engine.scoring.score_skill`), which `skillopt.api.compare` calls.
+by the scoring service (`skillopt.engine.scoring.score_skills`); `skillopt.api.compare` calls both.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from skillopt.errors import BadInput
 from skillopt.report.data import RunView
 from skillopt.report.lineage import skill_diff
 from skillopt.report.runs_list import all_runs
-from skillopt.stats import Interval, PairedLift, paired_lift, score_interval
+from skillopt.stats import Interval, PairedLift, paired_lift
 from skillopt.store.schema import RolloutRecord
-from skillopt.store.scores import SplitScore, latest_per_trial, per_task, scored
+from skillopt.store.scores import Score, latest_per_trial, per_task, scored
 from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 
@@ -183,8 +183,9 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 # the comparison --------------------------------------------------------------------------------------------
 def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SPLITS,
-                   with_diff: bool = False) -> Comparison:
-    """Scores, paired lifts against the first entry, usage and (optionally) diffs."""
+                   with_diff: bool = False, notes: Sequence[str] = ()) -> Comparison:
+    """Scores, paired lifts against the first entry, usage and (optionally) diffs; `notes`: what the
+    scoring found (a benchmark it could not load), after the comparison's own."""
     if not data:
         raise ValueError("nothing to compare")
     cmp = Comparison(entries=[d.entry for d in data], splits=list(splits), methods=dict(METHODS))
@@ -195,14 +196,13 @@ def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SP
             if not every:
                 cmp.notes.append(f"{d.entry.label} has no rollouts on {split}" + _how_to_score(d.entry, split))
                 continue
-            score, recs = SplitScore.of(every), scored(every)
+            sc = Score.of(split, every)
+            score, recs = sc.score, scored(every)
             if not score.has_score:
                 cmp.notes.append(f"{d.entry.label} has no score on {split}: its {score.errors} rollout(s) there "
                                  f"errored (infrastructure failures are not scores)")
             cmp.scores.append(ScoreRow(split=split, label=d.entry.label, rollouts=score.n, errors=score.errors,
-                                       tasks=len({r.task_id for r in recs}),
-                                       hard=score_interval([r.hard for r in recs]) if recs else None,
-                                       soft=score_interval([r.soft for r in recs]) if recs else None,
+                                       tasks=sc.tasks, hard=sc.hard, soft=sc.soft,
                                        trigger=trigger_rate(recs) if recs else None))
         for d in data[1:]:
             cmp.paired += _paired(base, d, split, cmp.notes)
@@ -215,6 +215,7 @@ def compare_skills(data: Sequence[EntryData], splits: Sequence[str] = DEFAULT_SP
     if with_diff:
         for d in data[1:]:
             cmp.diffs[d.entry.label] = skill_diff(base.entry.text, d.entry.text, base.entry.label, d.entry.label)
+    cmp.notes += notes
     return cmp
 
 

@@ -14,9 +14,12 @@ paired per-task values), so they cannot disagree:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, model_validator
+
+from skillopt.stats import Interval, score_interval
 
 
 class Scored(Protocol):
@@ -97,6 +100,27 @@ class SplitScore(BaseModel):
             w = wilson_interval(self.hard * self.n, self.n)  # type: ignore[operator]
             ci = f" [{w.lo:.2f}, {w.hi:.2f}]"
         return f"{self.hard:.3f}{ci} (n={self.n}{errors})"
+
+
+@dataclass(frozen=True)
+class Score(Generic[R]):
+    """A skill's score on one split as `compare`, `eval` and the Python API give it: the `SplitScore`
+    (n, errors, means), the 95% intervals of the hard and soft scores (None without a scored rollout),
+    and the rollouts behind it, one per (task, trial), which the paired test pairs task by task."""
+
+    split: str
+    score: SplitScore
+    hard: Interval | None
+    soft: Interval | None
+    tasks: int  # tasks with a scored rollout
+    records: tuple[R, ...]
+
+    @classmethod
+    def of(cls, split: str, records: Iterable[R]) -> Score[R]:
+        every = tuple(records)
+        ok = scored(every)
+        return cls(split, SplitScore.of(every), score_interval([r.hard for r in ok]) if ok else None,
+                   score_interval([r.soft for r in ok]) if ok else None, len({r.task_id for r in ok}), every)
 
 
 def score_text(s: SplitScore | None, interval: bool = False) -> str:
