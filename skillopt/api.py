@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.config import (
-    RunConfig, build_config, redacted, settings_from_flags, with_default_models,
+    ConfigLayer, RunConfig, build_config, redacted, settings_from_flags, with_default_models,
 )
 from skillopt.engine.evaluate import EvalResult
 from skillopt.engine.events import Emitter, Listener, Note
@@ -160,7 +160,7 @@ def python_benchmark(benchmark: str | Benchmark | None, tasks: Sequence[Task | M
 
 
 def _inputs(benchmark, tasks, scorer, skill, config, preset, set_, env, settings: dict[str, Any],
-            base: Sequence[dict[str, Any]] = (), need_optimizer: bool = True) -> _Inputs:
+            base: Sequence[ConfigLayer] = (), need_optimizer: bool = True) -> _Inputs:
     penv, environ = _provider_env(env)
     seed, seed_path = _skill(skill)
     flags = dict(settings)
@@ -169,7 +169,7 @@ def _inputs(benchmark, tasks, scorer, skill, config, preset, set_, env, settings
     elif benchmark is not None:
         flags["benchmark"] = benchmark.name
     elif tasks is not None:  # tasks without a name: the run's own (evaluate, compare), else a generic one
-        flags["benchmark"] = next((b["benchmark"] for b in base if b.get("benchmark")), "python-tasks")
+        flags["benchmark"] = next((b.values["benchmark"] for b in base if b.values.get("benchmark")), "python-tasks")
     if seed_path:
         flags["skill"] = seed_path
     cfg = build_config(base=base, preset=preset, files=_config_file(config), overrides=_overrides(set_),
@@ -227,7 +227,8 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     runs = Path(runs_dir)
     if runs.exists() and not runs.is_dir():
         raise BadInput(f"runs_dir {runs} is a file, not a folder")
-    base = [RunStore.open(runs, resume).read_config().layer()] if resume is not None else []
+    base = [ConfigLayer(f"run {resume}'s config.yaml", RunStore.open(runs, resume).read_config().layer())] \
+        if resume is not None else []
     got = _inputs(benchmark, tasks, scorer, skill, config, preset, set, env, settings, base)
     trackers = []
     if track:
@@ -295,7 +296,8 @@ def _scoring_setup(benchmark, tasks, scorer, config, set_, trials: int | None, e
         if compare and run is None and benchmark is None and tasks is None and not settings.get("benchmark"):
             raise BadInput(f"to score the skill file {ref.label}, pass --benchmark (benchmark= in Python) and "
                            "the target model, or compare it with a run whose settings it should use")
-        base = [scoring_layer(run.read_config().layer())] if run is not None else []
+        base = [ConfigLayer(f"run {run.run_id}'s config.yaml", scoring_layer(run.read_config().layer()))] \
+            if run is not None else []
         overrides = _overrides(set_) + ([] if trials is None else [{"gate": {"trials": trials}}])
         got = _inputs(benchmark, tasks, scorer, None, config, None, overrides, env, settings, base,
                       need_optimizer=False)

@@ -1,6 +1,7 @@
 """Run configuration: nested frozen pydantic sections, resolved once at the CLI edge.
 
-Order of precedence: defaults < preset < YAML file < dotted overrides (`--set a.b=c`) < flags.
+Order of precedence: defaults < preset < YAML file < dotted overrides (`--set a.b=c`) < flags. Each
+layer is a `ConfigLayer` (where it came from, what it gives), so an error names the layer at fault.
 Derived values are properties; nothing writes back into the config.
 
 Over 400 lines: the sections, the presets and the per-layer validation are one concept (what a run is
@@ -10,8 +11,9 @@ given and whether it is valid); splitting the range checks from the models they 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -192,7 +194,25 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ConfigLayer:
+    """One layer of settings and where it came from, so that an error names it: a stored run's
+    config.yaml, a preset, a YAML file, a `--set` item, the flags."""
+
+    source: str  # as an error names it: "preset quick", "config file run.yaml", "--set gate.alpha=2", ...
+    values: Mapping[str, object]
+
+    def gives(self, loc: Sequence[object]) -> bool:
+        """Whether this layer gives a value at the dotted path `loc` (or under it)."""
+        node: object = self.values
+        for part in loc:
+            if not isinstance(node, Mapping) or node.get(part) is None:
+                return False
+            node = node[part]
+        return True
+
+
+def deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():
         out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
@@ -230,23 +250,32 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def resolve_config(*layers: dict[str, Any], source: str = "configuration") -> RunConfig:
+def resolve_config(*layers: ConfigLayer | Mapping[str, Any], source: str = "configuration") -> RunConfig:
+    """The layers merged (a later one wins; None: not given) and validated. An error names the layers
+    that gave the bad value; a bare mapping is a layer named `source`."""
+    named = [layer if isinstance(layer, ConfigLayer) else ConfigLayer(source, layer) for layer in layers]
     merged: dict[str, Any] = {}
-    for layer in layers:
-        merged = deep_merge(merged, {k: v for k, v in layer.items() if v is not None})
+    for layer in named:
+        merged = deep_merge(merged, {k: v for k, v in layer.values.items() if v is not None})
     try:
         return RunConfig.model_validate(merged)
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
+        loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            loc = tuple(err["loc"])
             value = err.get("input")
             while isinstance(value, dict) and len(value) == 1:  # `gaet.alpha=3`: the whole path the user wrote
                 key, value = next(iter(value.items()))
                 loc += (key,)
-            raise BadInput(f"unknown setting {'.'.join(map(str, loc))} in {source}{_suggest(loc)}") from None
-        raise BadInput(f"bad setting {where} in {source}: {err['msg']}") from None
+            raise BadInput(f"unknown setting {'.'.join(map(str, loc))} in {_givers(named, loc, source)}"
+                           f"{_suggest(loc)}") from None
+        raise BadInput(f"bad setting {'.'.join(map(str, loc))} in {_givers(named, loc, source)}: {err['msg']}") from None
+
+
+def _givers(layers: Sequence[ConfigLayer], loc: Sequence[object], fallback: str) -> str:
+    """The sources of the layers that give a value at `loc`, in order (`fallback` when none does)."""
+    names = list(dict.fromkeys(layer.source for layer in layers if layer.gives(loc)))
+    return " and ".join(names) if names else fallback
 
 
 def setting_names(model: type[BaseModel] = None, prefix: str = "") -> list[str]:  # type: ignore[assignment]
@@ -294,47 +323,52 @@ def flags_layer(**values: Any) -> dict[str, Any]:
     return layer
 
 
-def build_config(*, base: Sequence[dict[str, Any]] = (), preset: str | None = None,
-                 files: Sequence[str | Path | dict[str, Any] | None] = (), overrides: Sequence[str | dict[str, Any]] = (),
-                 flags: dict[str, Any] | None = None) -> RunConfig:
+def build_config(*, base: Sequence[ConfigLayer] = (), preset: str | None = None,
+                 files: Sequence[str | Path | Mapping[str, Any] | None] = (),
+                 overrides: Sequence[str | Mapping[str, Any]] = (), flags: Mapping[str, Any] | None = None) -> RunConfig:
     """The one path from what a user gave to a `RunConfig`: base layers (a resumed run's own
-    settings), a preset, YAML files (or dicts), `--set` overrides, then flags (later wins). The
-    CLI's `run`, `config show` and the Python API all build through here."""
-    layers: list[dict[str, Any]] = list(base)
+    settings), a preset, YAML files (or mappings), `--set` overrides, then flags (later wins), each a
+    `ConfigLayer` named for the errors. The CLI's `run`, `config show` and the Python API all build
+    through here."""
+    layers: list[ConfigLayer] = list(base)
     if preset:
         if preset not in PRESETS:
             raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
-        layers.append(PRESETS[preset])
+        layers.append(ConfigLayer(f"preset {preset}", PRESETS[preset]))
     for f in files:
         if f:
-            layers.append(check_layer(f if isinstance(f, dict) else load_yaml(f),
-                                      "the config" if isinstance(f, dict) else f"config file {f}"))
+            layers.append(check_layer(ConfigLayer("the config", f) if isinstance(f, Mapping)
+                                      else ConfigLayer(f"config file {f}", load_yaml(f))))
     for o in overrides:
-        layers.append(check_layer(o, "set=") if isinstance(o, dict) else check_layer(parse_override(o), f"--set {o}"))
-    layers.append(check_layer(flags_layer(**(flags or {})), "the flags"))
+        layers.append(check_layer(ConfigLayer("set=", o) if isinstance(o, Mapping)
+                                  else ConfigLayer(f"--set {o}", parse_override(o))))
+    layers.append(check_layer(ConfigLayer("the flags", flags_layer(**(flags or {})))))
     return canonical_names(resolve_config(*layers))
 
 
 NAMES = ("benchmark", "harness", "target_model", "optimizer_model", "seed_skill", "run_id")  # never ""
 
 
-def check_layer(layer: dict[str, Any], source: str, model: type[BaseModel] | None = None,
-                prefix: str = "") -> dict[str, Any]:
+def check_layer(layer: ConfigLayer) -> ConfigLayer:
     """Each value one layer gives is valid for its setting on its own, before the layers merge: a
     later layer (a flag) setting the same key must not hide an invalid value (`--set train.epochs=abc
     --epochs 2`). Unknown names are left to `resolve_config`, which suggests the nearest; settings
     that depend on each other (interim_alpha <= alpha) are checked there, after the merge."""
+    _check_values(layer.values, layer.source, RunConfig)
+    return layer
+
+
+def _check_values(values: Mapping[str, object], source: str, model: type[BaseModel], prefix: str = "") -> None:
     from pydantic import TypeAdapter
 
-    model = model or RunConfig
-    for key, value in layer.items():
+    for key, value in values.items():
         field = model.model_fields.get(key) if isinstance(key, str) else None
         if field is None or value is None:
             continue
         dotted = f"{prefix}{key}"
         sub = field.annotation
-        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, dict):
-            check_layer(value, source, sub, f"{dotted}.")
+        if isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, Mapping):
+            _check_values(value, source, sub, f"{dotted}.")
             continue
         if not prefix and key in NAMES and isinstance(value, str) and not value.strip():
             raise BadInput(f"bad setting {dotted} in {source}: it is empty; give a value or leave it out")
@@ -349,7 +383,6 @@ def check_layer(layer: dict[str, Any], source: str, model: type[BaseModel] | Non
             err = e.errors()[0]
             inner = ".".join(str(x) for x in err["loc"])
             raise BadInput(f"bad setting {dotted}{'.' + inner if inner else ''} in {source}: {err['msg']}") from None
-    return layer
 
 
 def _takes_int(annotation: Any) -> bool:

@@ -124,6 +124,21 @@ def test_help_defaults_aliases_names_and_suggestions(tmp_path):
     assert r.returncode == 2 and "did you mean gate.alpha?" in r.stderr
 
 
+def test_a_bad_setting_names_the_layer_that_gave_it(tmp_path):
+    """One line, exit code 2, and where the bad value came from: the --set item, the YAML file, or every
+    layer that gave a value to settings that disagree with each other."""
+    env = cli_env(tmp_path)
+    (tmp_path / "unknown.yaml").write_text("gate:\n  alfa: 0.1\n")
+    (tmp_path / "interim.yaml").write_text("gate:\n  interim_alpha: 0.5\n")
+    for args, where in ((["--set", "train.epochs=abc"], "bad setting train.epochs in --set train.epochs=abc: "),
+                        (["--config", "unknown.yaml"], "unknown setting gate.alfa in config file unknown.yaml; "),
+                        (["--set", "gate.alfa=0.1"], "unknown setting gate.alfa in --set gate.alfa=0.1; "),
+                        (["--set", "gate.alpha=0.01", "--config", "interim.yaml"],
+                         "bad setting gate in config file interim.yaml and --set gate.alpha=0.01: ")):
+        r = run_cli(["config", "show", *args], tmp_path, env)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and where in r.stderr, (args, r.stderr)
+
+
 def test_models_are_never_chosen_silently(tmp_path):
     env = cli_env(tmp_path)
     r = run_cli(["config", "show", "--target-model", "local:qwen2.5-coder-0.5b"], tmp_path, env)
