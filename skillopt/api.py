@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.benchmarks.base import RUN_SPLITS, Benchmark, Split, Task, parse_split
 from skillopt.config import (
     ConfigLayer, RunConfig, build_config, redacted, settings_from_flags, with_default_models,
 )
@@ -155,7 +155,7 @@ def python_benchmark(benchmark: str | Benchmark | None, tasks: Sequence[Task | M
         from skillopt.benchmarks import get_benchmark
 
         named = get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-        return PythonBenchmark(cfg.benchmark, named.tasks("all"), scorer, cfg.splits)  # type: ignore[arg-type]
+        return PythonBenchmark(cfg.benchmark, named.tasks("all"), scorer, cfg.splits)
     return None
 
 
@@ -262,23 +262,17 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
     run id and folder, reused rollouts, trigger rate for agent harnesses, the rollouts themselves)."""
     from skillopt.engine.scoring import score_skills
 
-    _check_splits([split])
+    splits: list[Split] = [parse_split(split)]
     runs = Path(runs_dir)
     made: list[ScoringSetup] = []
     setup = _scoring_setup(benchmark, tasks, scorer, config, set, trials, env, settings, listeners, progress, runs,
                            made, compare=False)
     try:
-        scoring = score_skills([skill_ref(skill, runs)], [split], setup, runs, evaluation_run=True)
+        scoring = score_skills([skill_ref(skill, runs)], splits, setup, runs, evaluation_run=True)
     finally:
         for m in made:
             _stop_progress(m.listeners)
     return scoring.entries[0].evaluations[0]
-
-
-def _check_splits(splits: Sequence[str]) -> None:
-    for s in splits:
-        if s not in ("train", "val", "test", "all"):
-            raise BadInput(f"unknown split {s!r}: use train, val, test or all")
 
 
 def _scoring_setup(benchmark, tasks, scorer, config, set_, trials: int | None, env, settings: dict[str, Any],
@@ -336,14 +330,13 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
 
     if len(skills) < 2:
         raise BadInput("compare needs at least two skills (e.g. RUN:seed RUN:best)")
-    splits = list(dict.fromkeys(splits))
-    _check_splits(splits)
+    wanted: list[Split] = [parse_split(s) for s in dict.fromkeys(splits)]
     runs = Path(runs_dir)
     made: list[ScoringSetup] = []
-    setup = _scoring_setup(benchmark, tasks, scorer, config, set, trials, env, settings, listeners, progress, runs, made,
-                           compare=True)
+    setup = _scoring_setup(benchmark, tasks, scorer, config, set, trials, env, settings, listeners, progress, runs,
+                           made, compare=True)
     try:
-        scoring = score_skills([skill_ref(s, runs) for s in skills], splits, setup, runs)
+        scoring = score_skills([skill_ref(s, runs) for s in skills], wanted, setup, runs)
     finally:
         for m in made:
             _stop_progress(m.listeners)
@@ -351,14 +344,14 @@ def compare(*skills: Skill | PathLike | TrainResult, splits: Sequence[str] = ("v
     for s, label in zip(scoring.entries, unique_labels([s.ref.label for s in scoring.entries])):
         cfg = s.cfg
         if cfg is None:  # recorded: a run's version, as its run recorded it
-            data.append(run_entry(s.ref, splits, label, current_data_hash=s.current_data_hash))
+            data.append(run_entry(s.ref, wanted, label, current_data_hash=s.current_data_hash))
             continue
         data.append(EntryData(SkillEntry(label=label, kind="file", sha=s.ref.skill.sha, text=s.ref.skill.render(),
                                          benchmark=cfg.benchmark, harness=cfg.harness,
                                          target_model=cfg.target_model, data_hash=s.data_hash,
                                          scored_cached=s.cached, scored_new=s.new),
                               {split: list(sc.records) for split, sc in s.scores.items()}))
-    return compare_skills(data, splits, with_diff=diff, notes=scoring.notes)
+    return compare_skills(data, wanted, with_diff=diff, notes=scoring.notes)
 
 
 def judge(rubric: str, model: str, threshold: float = 0.5):
@@ -404,8 +397,8 @@ def dry_run(benchmark: str | None = None, *, config: PathLike | Mapping[str, Any
     target = parse_model_spec(cfg.target_model)
     check_compatible(cfg.harness, target)
     bench = got.benchmark or get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
-    sizes = {s: len(bench.tasks(s)) for s in ("train", "val", "test")}  # type: ignore[arg-type]
-    est = estimate_rollout(cfg, target, seed_skill(cfg, got.seed), bench.tasks("train") or bench.tasks("val"))  # type: ignore[arg-type]
+    sizes: dict[str, int] = {s: len(bench.tasks(s)) for s in RUN_SPLITS}
+    est = estimate_rollout(cfg, target, seed_skill(cfg, got.seed), bench.tasks("train") or bench.tasks("val"))
     return describe(est, plan_rollouts(cfg, sizes, harness_info(cfg.harness).agent), cfg.train.concurrency)
 
 

@@ -202,13 +202,13 @@ class ConfigLayer:
     source: str  # as an error names it: "preset quick", "config file run.yaml", "--set gate.alpha=2", ...
     values: Mapping[str, object]
 
-    def gives(self, loc: Sequence[object]) -> bool:
+    def gives(self, loc: Sequence[str | int]) -> bool:
         """Whether this layer gives a value at the dotted path `loc` (or under it)."""
         node: object = self.values
         for part in loc:
-            if not isinstance(node, Mapping) or node.get(part) is None:
+            node = node.get(str(part)) if isinstance(node, Mapping) else None
+            if node is None:
                 return False
-            node = node[part]
         return True
 
 
@@ -269,16 +269,17 @@ def resolve_config(*layers: ConfigLayer | Mapping[str, Any], source: str = "conf
                 loc += (key,)
             raise BadInput(f"unknown setting {'.'.join(map(str, loc))} in {_givers(named, loc, source)}"
                            f"{_suggest(loc)}") from None
-        raise BadInput(f"bad setting {'.'.join(map(str, loc))} in {_givers(named, loc, source)}: {err['msg']}") from None
+        where = ".".join(map(str, loc))
+        raise BadInput(f"bad setting {where} in {_givers(named, loc, source)}: {err['msg']}") from None
 
 
-def _givers(layers: Sequence[ConfigLayer], loc: Sequence[object], fallback: str) -> str:
+def _givers(layers: Sequence[ConfigLayer], loc: Sequence[str | int], fallback: str) -> str:
     """The sources of the layers that give a value at `loc`, in order (`fallback` when none does)."""
     names = list(dict.fromkeys(layer.source for layer in layers if layer.gives(loc)))
     return " and ".join(names) if names else fallback
 
 
-def setting_names(model: type[BaseModel] = None, prefix: str = "") -> list[str]:  # type: ignore[assignment]
+def setting_names(model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
     """Every dotted setting name (`train.epochs`, `gate.alpha`, ...); free-form maps end at their name."""
     model = model or RunConfig
     out = []
@@ -325,7 +326,8 @@ def flags_layer(**values: Any) -> dict[str, Any]:
 
 def build_config(*, base: Sequence[ConfigLayer] = (), preset: str | None = None,
                  files: Sequence[str | Path | Mapping[str, Any] | None] = (),
-                 overrides: Sequence[str | Mapping[str, Any]] = (), flags: Mapping[str, Any] | None = None) -> RunConfig:
+                 overrides: Sequence[str | Mapping[str, Any]] = (),
+                 flags: Mapping[str, Any] | None = None) -> RunConfig:
     """The one path from what a user gave to a `RunConfig`: base layers (a resumed run's own
     settings), a preset, YAML files (or mappings), `--set` overrides, then flags (later wins), each a
     `ConfigLayer` named for the errors. The CLI's `run`, `config show` and the Python API all build
@@ -377,6 +379,7 @@ def _check_values(values: Mapping[str, object], source: str, model: type[BaseMod
         if isinstance(value, float) and not math.isfinite(value):
             raise BadInput(f"bad setting {dotted} in {source}: {value} is not a finite number")
         try:
+            # the field's type with its constraints (ge, le, ...), built at run time from the field
             kind = Annotated[(sub, *field.metadata)] if field.metadata else sub  # type: ignore[valid-type]
             TypeAdapter(kind).validate_python(value)
         except ValidationError as e:

@@ -143,6 +143,13 @@ class Candidate(BaseModel):
     status: CandidateStatus = "proposed"
     note: str = ""
 
+    @property
+    def stored_version(self) -> int:
+        """The version it was stored as: a candidate is screened and gated once stored."""
+        if self.version is None:
+            raise ValueError(f"candidate {self.id} has no stored version")
+        return self.version
+
 
 MAX_REJECTED = 30
 MAX_UNTESTED = 20

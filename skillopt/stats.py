@@ -280,7 +280,7 @@ class PairedLift(BaseModel):
     losses: int
     ties: int
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's form; mypy rejects a decorated property
     @property
     def n(self) -> int:
         return self.interval.n
@@ -289,7 +289,7 @@ class PairedLift(BaseModel):
     def delta(self) -> float:
         return self.interval.mean
 
-    @computed_field  # type: ignore[prop-decorator]
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's form; mypy rejects a decorated property
     @property
     def verdict(self) -> Verdict:
         i = self.interval

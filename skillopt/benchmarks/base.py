@@ -11,7 +11,18 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 Split = Literal["train", "val", "test", "all"]
-SPLITS: tuple[str, ...] = ("train", "val", "test", "all")
+SPLITS: tuple[Split, ...] = ("train", "val", "test", "all")
+RUN_SPLITS: tuple[Split, ...] = ("train", "val", "test")  # the splits a run draws its tasks into
+
+
+def parse_split(name: str) -> Split:
+    """`name` as a split; else `BadInput`."""
+    from skillopt.errors import BadInput
+
+    for split in SPLITS:
+        if split == name:
+            return split
+    raise BadInput(f"unknown split {name!r}: use train, val, test or all")
 
 
 class Task(BaseModel):
@@ -92,7 +103,7 @@ def split_data_hash(benchmark: Benchmark) -> str:
     """The data hash a run records (its summary; an evaluation's, compare's): the tasks of the train,
     val and test splits. (`engine.settings.Settings.data_hash`, part of a run's fingerprint, hashes
     `tasks("all")`; both stay what earlier runs recorded.)"""
-    return data_hash([t for s in ("train", "val", "test") for t in benchmark.tasks(s)])  # type: ignore[arg-type]
+    return data_hash([t for s in RUN_SPLITS for t in benchmark.tasks(s)])
 
 
 class SplitTasks:

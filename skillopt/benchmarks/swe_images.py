@@ -139,11 +139,13 @@ def base_image(client: Any, prefix: str = DEFAULT_PREFIX, mirror: str | None = N
             for p in (root / rel).glob("*"):
                 shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        stream = tar.stdout  # a pipe: stdout=PIPE
+        assert stream is not None
         try:
-            client.api.import_image_from_stream(tar.stdout, repository=f"{prefix}/swe-base", tag=f"{suite}-{content}",
+            client.api.import_image_from_stream(stream, repository=f"{prefix}/swe-base", tag=f"{suite}-{content}",
                                                 changes=["ENV LANG=C.UTF-8", f"WORKDIR {WORKDIR}"])
         finally:
-            tar.stdout.close()  # type: ignore[union-attr]
+            stream.close()
             tar.wait()
     finally:
         shutil.rmtree(root, ignore_errors=True)

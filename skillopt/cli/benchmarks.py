@@ -34,12 +34,12 @@ def list_() -> None:
 def show(name: str = typer.Argument(..., help="Benchmark name or .jsonl path."),
          split: str = typer.Option("train", "--split")) -> None:
     from skillopt.benchmarks import get_benchmark
-    from skillopt.benchmarks.base import SplitSizes
+    from skillopt.benchmarks.base import SPLITS, SplitSizes, parse_split
 
     b = get_benchmark(name, SplitSizes())
-    sizes = {s: len(b.tasks(s)) for s in ("train", "val", "test", "all")}  # type: ignore[arg-type]
+    sizes = {s: len(b.tasks(s)) for s in SPLITS}
     out.print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
-    tasks = b.tasks(split)  # type: ignore[arg-type]
+    tasks = b.tasks(parse_split(split))
     if tasks:
         t = tasks[0]
         out.print(f"sample {split} task {t.id}:\n{t.prompt}", markup=False)

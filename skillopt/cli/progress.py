@@ -37,8 +37,9 @@ def print_summary(s: RunSummary) -> None:
         label = "baseline" if role == "seed" else role
         table.add_row(label, f"v{s.versions.get(role, 0):03d}", _score(sc.get("val")), _score(sc.get("test")))
     out.print(table)
-    if s.test_delta is not None:
-        out.print(f"test, best - seed: {s.test_lift.text()}", markup=False)  # type: ignore[union-attr]
+    lift = s.test_lift
+    if lift is not None:
+        out.print(f"test, best - seed: {lift.text()}", markup=False)
     per = f", {s.val_rollouts / s.gate_decisions:.1f} val rollouts per decision" if s.gate_decisions else ""
     out.print(f"candidates {sum(s.candidates.values())} ({', '.join(f'{v} {k}' for k, v in sorted(s.candidates.items())) or 'none'}); "
               f"gate decisions {s.gate_decisions}{per}; steps {s.steps}")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from skillopt.benchmarks.base import Benchmark, split_data_hash
+from skillopt.benchmarks.base import Benchmark, Split, split_data_hash
 from skillopt.config import RunConfig, StoredConfig
 from skillopt.engine.events import Emitter, Listener, Note, PhaseStarted, RolloutsKept, RunFinished, RunStarted
 from skillopt.engine.loop import split_score
@@ -49,7 +49,7 @@ class EvalResult:
 Reusable = Mapping[str, tuple[str, RolloutRecord]]  # cache key -> (run id, stored scored rollout)
 
 
-def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, env: ProviderEnv,
+def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: Split, runs_dir: Path, env: ProviderEnv,
                    listeners: list[Listener], benchmark: Benchmark | None = None,
                    reusable: Reusable | None = None) -> EvalResult:
     """Score `ref` on `split` as an evaluation run. `benchmark`: one built in Python instead of
@@ -72,10 +72,10 @@ def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: str, runs_dir: Path, en
                 store.unlock()
 
 
-def _evaluate(cfg: RunConfig, ref: SkillRef, split: str, store: RunStore, env: ProviderEnv,
+def _evaluate(cfg: RunConfig, ref: SkillRef, split: Split, store: RunStore, env: ProviderEnv,
               listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts,
               executor: Executor, reusable: Reusable | None) -> EvalResult:
-    tasks = list(benchmark.tasks(split))  # type: ignore[arg-type]
+    tasks = list(benchmark.tasks(split))
     size_local_models(specs, cfg.train.concurrency)
     config = StoredConfig.of(cfg, mode="eval", skill=ref.label, split=split)
     store.write_config(config)

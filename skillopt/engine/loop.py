@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from skillopt.benchmarks.base import Benchmark, Task
+from skillopt.benchmarks.base import Benchmark, Split, Task
 from skillopt.config import RunConfig
 from skillopt.engine.candidates import Preparer, build_proposers, propose_all
 from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, VersionSaved
@@ -53,7 +53,7 @@ class Trainer:
     def __init__(self, ctx: Context, state: RunState):
         self.ctx, self.state = ctx, state
         cfg = ctx.cfg
-        self.tasks = {s: list(ctx.benchmark.tasks(s)) for s in ("train", "val")}  # type: ignore[arg-type]
+        self.tasks = {"train": list(ctx.benchmark.tasks("train")), "val": list(ctx.benchmark.tasks("val"))}
         self.val_order = list(self.tasks["val"])
         random.Random(cfg.splits.seed * 7919 + 17).shuffle(self.val_order)  # the gate's fixed order
         lr = cfg.train.learning_rate
@@ -124,13 +124,13 @@ class Trainer:
             return
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
         self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
-        c.screen = await screen(self.ctx.runner, Side(c.version, self.ctx.store.skill(c.version)),  # type: ignore[arg-type]
+        c.screen = await screen(self.ctx.runner, Side(c.stored_version, self.ctx.store.skill(c.stored_version)),
                                 source, incumbent, self.ctx.cfg.gate.metric,
                                 trigger_weight=self.ctx.cfg.gate.trigger_weight)
         if not c.screen.passed:
             c.status = "screened-out"
             c.note = f"screen: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
-            v = self.ctx.store.update_version(c.version, status="screened-out")  # type: ignore[arg-type]
+            v = self.ctx.store.update_version(c.stored_version, status="screened-out")
             self.state.ledger.record(c.edits, accepted=False)
             self.ctx.emit(VersionSaved(v, None))
 
@@ -150,18 +150,19 @@ class Trainer:
 
     async def gate(self, c: Candidate, inc_skill: Skill) -> GateDecision:
         st, store = self.state, self.ctx.store
-        cand_skill = store.skill(c.version)  # type: ignore[arg-type]
+        version = c.stored_version
+        cand_skill = store.skill(version)
         st.decisions += 1
-        self.ctx.emit(PhaseStarted(f"gate v{c.version:03d}", 2 * self.settings.test.planned))  # two per pair
-        decision = await sequential_gate(self.ctx.runner, Side(st.incumbent, inc_skill), Side(c.version, cand_skill),  # type: ignore[arg-type]
+        self.ctx.emit(PhaseStarted(f"gate v{version:03d}", 2 * self.settings.test.planned))  # two per pair
+        decision = await sequential_gate(self.ctx.runner, Side(st.incumbent, inc_skill), Side(version, cand_skill),
                                          self.val_order, self.settings, st.decisions)
         c.gate, c.status = decision, "accepted" if decision.accepted else "rejected"
         self.ctx.runner.meter.check()
-        v = store.update_version(c.version, status=c.status, val_score=decision.candidate_score)  # type: ignore[arg-type]
-        st.pool.add(c.version, st.incumbent, c.edits, decision)  # type: ignore[arg-type]
+        v = store.update_version(version, status=c.status, val_score=decision.candidate_score)
+        st.pool.add(version, st.incumbent, c.edits, decision)
         st.ledger.record(c.edits, decision.accepted)
         if decision.accepted:
-            st.incumbent = st.best = c.version  # type: ignore[assignment]
+            st.incumbent = st.best = version
             st.incumbent_val = SplitScore(hard=decision.candidate_score, soft=decision.candidate_score,
                                           n=decision.evaluated)
         self.ctx.emit(VersionSaved(v, decision))
@@ -212,12 +213,12 @@ class Trainer:
             return None
         return trajectory(self.ctx.store.read_trace(r.trace_file), r.error, r.patch, coding=task.kind != "qa")
 
-    async def evaluate(self, version: int, split: str, label: str) -> SplitScore:
+    async def evaluate(self, version: int, split: Split, label: str) -> SplitScore:
         return split_score(await self.evaluate_records(version, split, label))
 
-    async def evaluate_records(self, version: int, split: str, label: str) -> list[RolloutRecord]:
+    async def evaluate_records(self, version: int, split: Split, label: str) -> list[RolloutRecord]:
         cfg = self.ctx.cfg
-        tasks = self.val_order if split == "val" else list(self.ctx.benchmark.tasks(split))  # type: ignore[arg-type]
+        tasks = self.val_order if split == "val" else list(self.ctx.benchmark.tasks(split))
         self.ctx.emit(PhaseStarted(label, len(tasks) * cfg.gate.trials))
         return await self.ctx.runner.run_many(self.ctx.store.skill(version), version, tasks, split, cfg.gate.trials,
                                               retries=cfg.train.retry_errored)

@@ -140,7 +140,9 @@ class RolloutRunner:
         for r in outcomes:
             if isinstance(r, BaseException):
                 raise r
-        return results  # type: ignore[return-value]
+        done = [r for r in results if r is not None]
+        assert len(done) == len(jobs)  # every worker finished its jobs, or raised above
+        return done
 
     async def run_one(self, skill: Skill, version: int, task: Task, split: str, trial: int,
                       skill_sha: str | None = None) -> RolloutRecord:

@@ -169,10 +169,10 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
                                cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
                                executor=executor, seed_cache=seeds)
-        ctx = Context(cfg, store, parts.models, benchmark, runner, specs.optimizer, emit,  # type: ignore[arg-type]
+        ctx = Context(cfg, store, parts.models, benchmark, runner, specs.training_optimizer(), emit,
                       parts.deterministic)
         trainer = Trainer(ctx, state)
-        emit.listeners.append(RunEta(emit, Plan.of(cfg, len(benchmark.tasks("val")), len(benchmark.tasks("test")),  # type: ignore[arg-type]
+        emit.listeners.append(RunEta(emit, Plan.of(cfg, len(benchmark.tasks("val")), len(benchmark.tasks("test")),
                                                     trainer.total_steps), state.step))
         emit(RunStarted(store.run_id, StoredConfig.of(cfg), resumed=resumed, total_steps=trainer.total_steps,
                         step=state.step))
@@ -212,7 +212,7 @@ def gate_size_warning(cfg: RunConfig, benchmark: Benchmark) -> str | None:
     before any rollout: the run can still measure, but it cannot learn."""
     from skillopt.engine.gating import gate_test
 
-    pairs = len(benchmark.tasks("val")) * cfg.gate.trials  # type: ignore[arg-type]
+    pairs = len(benchmark.tasks("val")) * cfg.gate.trials
     g = cfg.gate
 
     def can_accept(n: int) -> bool:

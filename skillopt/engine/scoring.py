@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
-from skillopt.benchmarks.base import Benchmark, split_data_hash
+from skillopt.benchmarks.base import Benchmark, Split, split_data_hash
 from skillopt.config import RunConfig
 from skillopt.engine.evaluate import EvalResult, evaluate_skill
 from skillopt.engine.events import Listener
@@ -90,7 +90,7 @@ def skill_ref(skill: SkillRef | Skill | str | Path, runs_dir: Path) -> SkillRef:
     return resolve_skill_ref(str(skill), runs_dir)
 
 
-def score_skills(skills: Sequence[SkillRef | Skill | str | Path], splits: Sequence[str], setup: Setup,
+def score_skills(skills: Sequence[SkillRef | Skill | str | Path], splits: Sequence[Split], setup: Setup,
                  runs_dir: Path, *, evaluation_run: bool = False) -> Scoring:
     """Each skill's score on each split. With `evaluation_run` (`eval`), each is scored as an
     evaluation run of its own, run references too; without (`compare`), a run reference is read as
@@ -108,7 +108,8 @@ def score_skills(skills: Sequence[SkillRef | Skill | str | Path], splits: Sequen
                 notes.append(why)
             continue
         made = made or setup(ref, first_run)
-        entries.append(_evaluated(ref, splits, made, runs_dir) if evaluation_run else _scored(ref, splits, made, runs_dir))
+        score = _evaluated if evaluation_run else _scored
+        entries.append(score(ref, splits, made, runs_dir))
     return Scoring(tuple(entries), tuple(notes))
 
 
@@ -123,7 +124,7 @@ def _data_now(run: RunStore, checked: dict[str, tuple[str, str | None]]) -> tupl
     return checked[source]
 
 
-def _evaluated(ref: SkillRef, splits: Sequence[str], made: ScoringSetup, runs_dir: Path) -> Scored:
+def _evaluated(ref: SkillRef, splits: Sequence[Split], made: ScoringSetup, runs_dir: Path) -> Scored:
     """`eval`: an evaluation run per split (it finds what it can reuse by the same key)."""
     results = tuple(evaluate_skill(made.cfg, ref, split, runs_dir, made.env, made.listeners, benchmark=made.benchmark)
                     for split in splits)
@@ -132,20 +133,21 @@ def _evaluated(ref: SkillRef, splits: Sequence[str], made: ScoringSetup, runs_di
                   data_hash=results[0].data_hash if results else "", evaluations=results, cfg=made.cfg)
 
 
-def _scored(ref: SkillRef, splits: Sequence[str], made: ScoringSetup, runs_dir: Path) -> Scored:
+def _scored(ref: SkillRef, splits: Sequence[Split], made: ScoringSetup, runs_dir: Path) -> Scored:
     """`compare`: reused where any run has the rollout, run (an evaluation run per split) otherwise."""
     cfg, skill = made.cfg.model_copy(update={"run_id": None}), ref.skill
     bench = made.benchmark if made.benchmark is not None else \
         get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
     harness = make_harness(cfg.harness, HarnessContext(models=Models(env=made.env), options=dict(cfg.harness_options)))
     settings, trials = settings_that_matter(cfg, bench, harness), cfg.gate.trials
-    wanted = {split: list(dict.fromkeys(settings.rollout_key(skill.sha, t, k) for t in bench.tasks(split)  # type: ignore[arg-type]
+    wanted = {split: list(dict.fromkeys(settings.rollout_key(skill.sha, t, k) for t in bench.tasks(split)
                                         for k in range(trials))) for split in splits}
     found = find_rollouts(runs_dir, {k for w in wanted.values() for k in w})
     cached = len(found)
     failed: dict[str, RolloutRecord] = {}
     evaluations = []
-    for split in [s for s in splits if any(k not in found for k in wanted[s])]:
+    missing: list[Split] = [s for s in splits if any(k not in found for k in wanted[s])]
+    for split in missing:
         result = evaluate_skill(cfg, ref, split, runs_dir, made.env, made.listeners, benchmark=made.benchmark,
                                 reusable=found)  # what it records: no second scan of every run
         evaluations.append(result)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from skillopt.benchmarks import get_benchmark
 from skillopt.benchmarks.base import (
-    Benchmark, Closable, DrivesContainerFromHost, LabelsByRun, NeedsPreflight, RunsContainers, Task,
+    RUN_SPLITS, Benchmark, Closable, DrivesContainerFromHost, LabelsByRun, NeedsPreflight, RunsContainers, Split,
+    Task,
 )
 from skillopt.benchmarks.custom import UsesModels
 from skillopt.config import RunConfig
@@ -42,6 +43,12 @@ SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
 class Specs:
     target: ModelSpec
     optimizer: ModelSpec | None
+
+    def training_optimizer(self) -> ModelSpec:
+        """The optimizer model, which training always has (`resolve_specs(need_optimizer=True)`)."""
+        if self.optimizer is None:
+            raise ValueError("training needs an optimizer model: resolve the specs with need_optimizer=True")
+        return self.optimizer
 
 
 def resolve_specs(cfg: RunConfig, env: ProviderEnv, need_optimizer: bool = True) -> Specs:
@@ -129,7 +136,7 @@ def _find_seed(cfg: RunConfig) -> Skill:
     raise BadInput(f"no seed skill for {cfg.benchmark!r}: pass --skill PATH")
 
 
-def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...], sizes_by_flag: bool = True) -> None:
+def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[Split, ...], sizes_by_flag: bool = True) -> None:
     """Each split in `needed` has tasks (an empty val split would make every candidate a tie). The
     hint names the setting that fixes it: the split's own size when it is 0, else the earlier
     split that took every task (train, then val, then test). `sizes_by_flag`: the command has
@@ -137,10 +144,10 @@ def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...], 
     def option(split: str, n: int | str) -> str:
         return f"--{split}-size {n}" if sizes_by_flag else f"--set splits.{split}={n}"
 
-    total = len(list(benchmark.tasks("all")))  # type: ignore[arg-type]
-    order = ["train", "val", "test"]
+    total = len(list(benchmark.tasks("all")))
+    order = list(RUN_SPLITS)
     for split in needed:
-        if list(benchmark.tasks(split)):  # type: ignore[arg-type]
+        if list(benchmark.tasks(split)):
             continue
         where = f"the {split} split of {cfg.benchmark} is empty"
         if total == 0:
@@ -156,14 +163,14 @@ def check_splits(cfg: RunConfig, benchmark: Benchmark, needed: tuple[str, ...], 
                        f"{option(lower, max(1, counts[lower] // 2))} (or so) to leave some for {split}")
 
 
-def record_prompts(store: RunStore, benchmark: Benchmark, splits: tuple[str, ...]) -> None:
+def record_prompts(store: RunStore, benchmark: Benchmark, splits: tuple[Split, ...]) -> None:
     """What each task of `splits` asks, kept with the run so the report can show it beside its rollouts."""
     def text(t: Task) -> str:
         parts = [f"[context] {t.context}" if t.context else "", t.prompt,
                  "\n".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(t.choices))]
         return "\n".join(p for p in parts if p)
 
-    store.write_task_prompts({t.id: text(t) for split in splits for t in benchmark.tasks(split)})  # type: ignore[arg-type]
+    store.write_task_prompts({t.id: text(t) for split in splits for t in benchmark.tasks(split)})
 
 
 def make_models(cfg: RunConfig, env: ProviderEnv, meter: Meter, cache_path: Path | None) -> Models:
@@ -199,7 +206,7 @@ def scorer_specs(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv) -> dict
 
 
 def build_parts(cfg: RunConfig, benchmark: Benchmark, env: ProviderEnv, cache_path: Path | None) -> Parts:
-    check_task_paths(benchmark.tasks("all"))  # type: ignore[arg-type]
+    check_task_paths(benchmark.tasks("all"))
     scorer_specs(cfg, benchmark, env)
     meter = Meter(Budget(**cfg.budget.model_dump()))
     models = make_models(cfg, env, meter, cache_path)

@@ -30,7 +30,7 @@ from typing import Any
 from skillopt.benchmarks.base import RolloutOutput, Task
 from skillopt.errors import BadInput, MissingExtra
 from skillopt.harness.agent_env import ANTHROPIC_URL, AgentOptions, Endpoint, agent_home, task_prompt
-from skillopt.harness.base import Limits, Rollout, Usage
+from skillopt.harness.base import ErrorKind, Limits, Rollout, Usage
 from skillopt.harness.place import Place, open_place
 from skillopt.harness.process import Launcher, ProcessResult, kill_tree, process_slots, stream_process
 from skillopt.models.prices import cost_usd
@@ -51,7 +51,7 @@ _INFRA = re.compile(
     re.IGNORECASE)
 
 
-def error_kind(errors: list[str]) -> str | None:
+def error_kind(errors: list[str]) -> ErrorKind | None:
     """Whose failure the errors of an agent rollout were: "infra" when the model endpoint failed
     (after the agent's own retries) or the agent could not run at all; "agent" otherwise (it gave
     up, ran out of turns or time, gave no answer); None without errors."""
@@ -257,7 +257,7 @@ class AgentHarness:
         raw = run.raw if run is not None else []
         return Rollout(task_id=task.id, output=RolloutOutput(text=trace.answer, patch=patch), trace=trace.events,
                        usage=trace.usage, duration_s=time.monotonic() - t0, error="; ".join(trace.errors) or None,
-                       error_kind=error_kind(trace.errors),  # type: ignore[arg-type]
+                       error_kind=error_kind(trace.errors),
                        raw_log="\n".join(raw) + "\n" if raw else None)
 
     @contextmanager

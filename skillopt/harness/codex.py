@@ -260,7 +260,8 @@ class CodexHarness(AgentHarness):
 
     async def _run_cli(self, run: AgentRun, prompt: str) -> None:
         """`codex exec --json PROMPT`, then `codex exec resume THREAD NUDGE` when the answer is empty."""
-        trace: CodexTrace = run.trace  # type: ignore[assignment]
+        trace = run.trace
+        assert isinstance(trace, CodexTrace)  # this harness's own (`new_trace`)
         for text in (prompt, NUDGE):
             if text is NUDGE and not self.needs_nudge(trace):
                 return
@@ -285,7 +286,8 @@ class CodexHarness(AgentHarness):
         """`AsyncCodex` over `codex app-server`: one thread, one turn, a second turn with a nudge if needed."""
         from openai_codex import ApprovalMode, AsyncCodex, CodexConfig, Sandbox
 
-        trace: CodexTrace = run.trace  # type: ignore[assignment]
+        trace = run.trace
+        assert isinstance(trace, CodexTrace)  # this harness's own (`new_trace`)
         sandbox = {"read-only": Sandbox.read_only, "workspace-write": Sandbox.workspace_write,
                    "danger-full-access": Sandbox.full_access}[
                        sandbox_mode(self.opts, self.sandboxed_agent and not runs_in_container(run.ws))]

@@ -243,7 +243,8 @@ class MiniSweAgentHarness(AgentHarness):
                 "trajectory": str(home / "trajectory.json")}
 
     async def drive(self, run: AgentRun, prompt: str, target: ModelSpec, limits: Limits) -> None:
-        trace: MiniTrace = run.trace  # type: ignore[assignment]
+        trace = run.trace
+        assert isinstance(trace, MiniTrace)  # this harness's own (`new_trace`)
         trace.start(prompt)
         if run.place is not None and not isinstance(run.place, HostPlace):
             return trace.fail("mini-swe-agent failed: SetupError: it runs on the host only, not in a task's container")

@@ -199,7 +199,8 @@ def _split_credentials(url: str) -> tuple[str, str | None]:
 
 def _azure_token_provider():
     try:
-        from azure.identity import AzureCliCredential, get_bearer_token_provider  # type: ignore
+        # optional and in no extra (`pip install azure-identity`), so mypy may not find it
+        from azure.identity import AzureCliCredential, get_bearer_token_provider  # type: ignore[import-not-found]
     except ImportError as e:
         raise BadInput(
             "azure: set AZURE_OPENAI_API_KEY, or pip install azure-identity to use the Azure CLI credential"

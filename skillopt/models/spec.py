@@ -22,7 +22,7 @@ from skillopt.errors import BadInput
 Provider = Literal["openai", "azure", "anthropic", "vllm", "openai-compatible", "local"]
 Api = Literal["chat", "messages", "responses"]
 
-PROVIDERS: tuple[str, ...] = ("openai", "azure", "anthropic", "vllm", "openai-compatible", "local")
+PROVIDERS: tuple[Provider, ...] = ("openai", "azure", "anthropic", "vllm", "openai-compatible", "local")
 _NEEDS_URL = {"vllm", "openai-compatible"}
 
 # Which wire APIs each provider speaks natively. The harnesses state what they need.
@@ -75,7 +75,8 @@ def parse_model_spec(text: str) -> ModelSpec:
         )
     provider, rest = raw.split(":", 1)
     provider = provider.strip().lower()
-    if provider not in PROVIDERS:
+    known: Provider | None = next((p for p in PROVIDERS if p == provider), None)
+    if known is None:
         raise BadInput(
             f"unknown model provider {provider!r} in {text!r}: use one of {', '.join(PROVIDERS)}"
         )
@@ -90,4 +91,4 @@ def parse_model_spec(text: str) -> ModelSpec:
         raise BadInput(f"model spec {text!r} names no model: write {provider}:MODEL")
     if provider in _NEEDS_URL and not base_url:
         raise BadInput(f"model spec {text!r} needs a server URL: write {provider}:{model}@http://HOST:PORT/v1")
-    return ModelSpec(provider=provider, model=model, base_url=base_url)  # type: ignore[arg-type]
+    return ModelSpec(provider=known, model=model, base_url=base_url)

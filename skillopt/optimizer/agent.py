@@ -54,7 +54,7 @@ def traced(scored: list[ScoredRollout], failed: bool) -> list[ScoredRollout]:
 
 def kinds_over(rollouts: list[ScoredRollout]) -> list[tuple[str, int]]:
     """Failure kinds counted over the rollouts, most frequent first (ties: in FAILURE_KINDS order)."""
-    counts = Counter(k for r in rollouts for k in r.trajectory.failure_kinds)  # type: ignore[union-attr]
+    counts = Counter(k for r in rollouts if r.trajectory is not None for k in r.trajectory.failure_kinds)
     return counts.most_common()
 
 
@@ -111,7 +111,8 @@ class TrajectoryReflectionProposer:
 
     async def _one(self, state: SearchState, fails: list[ScoredRollout], kinds: list[tuple[str, int]],
                    focus: str, sample: int) -> Reflection:
-        shown = sorted(fails, key=lambda r: focus not in r.trajectory.failure_kinds)[:SHOWN_FAILURES]  # type: ignore[union-attr]
+        shown = sorted(fails, key=lambda r: r.trajectory is None or focus not in r.trajectory.failure_kinds)
+        shown = shown[:SHOWN_FAILURES]
         wins = traced(state.scored, failed=False)[:SHOWN_SUCCESSES]
         prompt = render("reflect_trajectory.md.j2", skill_text=state.skill.render(), failures=shown, successes=wins,
                         files={k: v[:MAX_FILE_SHOWN] for k, v in state.skill.files.items()},
@@ -257,14 +258,14 @@ class TrajectoryDemonstrationProposer:
         self.used: set[str] = set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> Proposal:
-        found = [(r, condense(r.trajectory)) for r in traced(state.scored, failed=False)  # type: ignore[arg-type]
-                 if r.task_id in state.tasks and r.task_id not in self.used]
-        found = [(r, steps) for r, steps in found if steps]
+        found = [(r, t, condense(t)) for r in traced(state.scored, failed=False)
+                 if (t := r.trajectory) is not None and r.task_id in state.tasks and r.task_id not in self.used]
+        found = [(r, t, steps) for r, t, steps in found if steps]
         if not found:
             return Proposal()
-        r, steps = min(found, key=lambda f: (len(f[1]), f[0].trajectory.calls))  # type: ignore[union-attr]
+        r, t, steps = min(found, key=lambda f: (len(f[2]), f[1].calls))
         self.used.add(r.task_id)
-        text = example_section(r.trajectory, steps)  # type: ignore[arg-type]
+        text = example_section(t, steps)
         why = f"a solved trajectory of train task {r.task_id}, condensed to {len(steps)} steps"
         edit = _section_edit(state.skill, EXAMPLE, text, why, [r.task_id])
         failed = [x.task_id for x in state.scored if x.failed and x.task_id != r.task_id]

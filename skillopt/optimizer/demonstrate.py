@@ -90,16 +90,17 @@ class DemonstrationProposer:
     async def _teacher(self, state: SearchState) -> list[tuple[Task, str, str]]:
         """The optimizer solves up to `attempts` failed train tasks at once, showing its work; the
         replies the scorer marks correct."""
-        if self.teacher is None or self.harness != "chat":
+        teacher = self.teacher
+        if teacher is None or self.harness != "chat":
             return []
         tasks = [state.tasks[r.task_id] for r in state.scored
                  if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
                  and r.task_id not in self.used][: self.attempts]
-        replies = await asyncio.gather(*[self._solve(state.skill, t) for t in tasks])
+        replies = await asyncio.gather(*[self._solve(teacher, state.skill, t) for t in tasks])
         return [(t, r, "solved by the optimizer model and checked by the scorer") for t, r in zip(tasks, replies)
                 if r and _usable(r) and await self._correct(t, r)]
 
-    async def _solve(self, skill: Skill, task: Task) -> str | None:
+    async def _solve(self, teacher: ModelSpec, skill: Skill, task: Task) -> str | None:
         from skillopt.errors import ModelCallError
 
         system = chat_system(skill)
@@ -107,7 +108,7 @@ class DemonstrationProposer:
         req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
                           max_tokens=self.max_tokens, temperature=0.0)
         try:
-            resp = await self.models.chat(self.teacher, req, role="optimizer")  # type: ignore[arg-type]
+            resp = await self.models.chat(teacher, req, role="optimizer")
         except ModelCallError:
             return None
         return resp.text if resp.text.strip() else None

@@ -252,6 +252,14 @@ class SequentialGate:
         """(accepted, stop, reason) once the test has stopped, else None."""
         return self._decision
 
+    def final(self) -> tuple[bool, str, str]:
+        """(accepted, stop, reason): the decision, the test closed first when it has not stopped (a
+        final look always decides)."""
+        self.close()
+        if self._decision is None:
+            raise AssertionError("a final look decides")
+        return self._decision
+
     def _update(self, final: bool = False) -> None:
         t, w, l, n = self.test, self.wins, self.losses, len(self.pairs)
         final = final or self.remaining == 0
@@ -278,9 +286,7 @@ class SequentialGate:
 
     def summary(self, candidate: int, incumbent: int) -> GateDecision:
         """The decision record (call once `decision()` is set, or after `close()`)."""
-        if self._decision is None:
-            self.close()
-        accepted, stop, reason = self._decision  # type: ignore[misc]
+        accepted, stop, reason = self.final()
         n = max(1, len(self.pairs))
         w, l = self.wins, self.losses
         return GateDecision(

@@ -90,8 +90,7 @@ def simulate(s: Scenario, test: SignTest | None = None, decisions: int = 1000, s
             gate.add(f"t{i}", float(x), float(y), trial=k)
             if gate.decision() is not None:
                 break
-        gate.close()
-        ok, stop, _ = gate.decision()  # type: ignore[misc]
+        ok, stop, _ = gate.final()
         accepted += ok
         early += stop in ("accept-early", "curtailed", "futile")
         pairs_used += len(gate.pairs)

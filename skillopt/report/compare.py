@@ -26,6 +26,8 @@ from skillopt.store.refs import SkillRef
 from skillopt.traces.trigger import TriggerRate, trigger_rate
 
 DEFAULT_SPLITS = ("val", "test")
+Metric = Literal["hard", "soft"]
+METRICS: tuple[Metric, ...] = ("hard", "soft")
 FEW_TASKS = 10
 
 
@@ -80,7 +82,7 @@ class PairedRow(BaseModel):
     split: str
     label: str
     baseline: str
-    metric: Literal["hard", "soft"]
+    metric: Metric
     lift: PairedLift
 
 
@@ -224,11 +226,11 @@ def _paired(base: EntryData, other: EntryData, split: str, notes: list[str]) -> 
     if not a_recs or not b_recs:
         return []
     rows = []
-    for metric in ("hard", "soft"):
+    for metric in METRICS:
         lift = paired_lift(per_task(a_recs, metric), per_task(b_recs, metric))
         if lift is not None:
             rows.append(PairedRow(split=split, label=other.entry.label, baseline=base.entry.label,
-                                  metric=metric, lift=lift))  # type: ignore[arg-type]
+                                  metric=metric, lift=lift))
     a_tasks, b_tasks = {r.task_id for r in a_recs}, {r.task_id for r in b_recs}
     common = len(a_tasks & b_tasks)
     if a_tasks != b_tasks:

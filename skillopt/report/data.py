@@ -158,8 +158,9 @@ class RunView:
             if RunPaths(self.runs_dir / run_id).config.exists() and run_id != self.run_id:
                 stores.append(RunStore(self.runs_dir / run_id))
         indexes = [self._index(s.run_id, s) for s in stores]
-        if all(ix is not None for ix in indexes):
-            return indexes[0].rollout_rows([s.run_id for s in stores], sha, split)  # type: ignore[union-attr]
+        first = indexes[0]
+        if first is not None and all(ix is not None for ix in indexes):
+            return first.rollout_rows([s.run_id for s in stores], sha, split)
         if "pool" not in self._memo:
             self._memo["pool"] = [r for s in stores for r in (self.rollouts if s is self.store else s.rollouts())]
         return self._memo["pool"]

@@ -99,7 +99,7 @@ def compare_tables(cmp: Comparison) -> list[TextTable]:
         by_key.setdefault((r.split, r.label), {})[r.metric] = r
     for (split, label), rows in by_key.items():
         h, s = rows.get("hard"), rows.get("soft")
-        n = (h or s).lift.n  # type: ignore[union-attr]
+        n = next(r.lift.n for r in (h, s) if r is not None)  # a key has a row of one metric at least
         paired.rows.append([split, label, str(n), _wlt(h), _lift(h), _verdict(h), _wlt(s), _lift(s), _verdict(s)])
     usage = TextTable("tokens and cost", ["skill", "rollouts", "tokens in", "tokens out", "cost",
                                           "run tokens", "run cost"],

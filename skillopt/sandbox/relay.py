@@ -72,9 +72,8 @@ class Relay:
         # trust_env: proxies and CA bundles as for every other model client (the agents' own were theirs)
         self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s, connect=30.0), follow_redirects=False,
                                     limits=httpx.Limits(max_keepalive_connections=32))
-        server = ThreadingHTTPServer((self.host, 0), _Handler)
+        server = _RelayServer((self.host, 0), _Handler, self)
         server.daemon_threads = True
-        server.relay = self  # type: ignore[attr-defined]
         self._server = server
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="skillopt-relay",
                          daemon=True).start()
@@ -127,6 +126,14 @@ class Relay:
         return None
 
 
+class _RelayServer(ThreadingHTTPServer):
+    """The relay's HTTP server: its handlers reach the `Relay` through it."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], relay: Relay):
+        super().__init__(address, handler)
+        self.relay = relay
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "skillopt-relay"
@@ -140,7 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET
 
     def _relay(self) -> None:
-        relay: Relay = self.server.relay  # type: ignore[attr-defined]
+        assert isinstance(self.server, _RelayServer)  # the only server this handler serves
+        relay = self.server.relay
         body = self._body()
         headers = {k.lower(): v for k, v in self.headers.items()}
         found = relay._find(headers)

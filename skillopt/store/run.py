@@ -26,7 +26,7 @@ from skillopt.store.layout import CONFIG_FILE, INDEX_NAME, RunPaths
 from skillopt.store.migrate import LOCK_FILE, upgrade, write_meta
 from skillopt.store.schema import (
     Candidate, ConsolidationMetrics, GateDecision, MetricLine, Reflection, RolloutRecord, RunState, RunSummary,
-    SkillVersion, StepBatch, StepMetrics,
+    SkillVersion, StepBatch, StepMetrics, VersionStatus,
 )
 from skillopt.io.redact import redact
 from skillopt.store.writer import Durability, GroupedWriter, RolloutWrite
@@ -232,7 +232,7 @@ class RunStore:
         """Where version n's supporting files are kept (a folder skill; absent for a single file)."""
         return self.root / "skills" / f"v{n:03d}.files"
 
-    def add_version(self, skill: Skill, parent: int | None, origin: str, status: str = "candidate",
+    def add_version(self, skill: Skill, parent: int | None, origin: str, status: VersionStatus = "candidate",
                     step: int | None = None) -> SkillVersion:
         """Store a skill version; the same content under the same parent reuses its number."""
         with self._lock:
@@ -247,7 +247,7 @@ class RunStore:
             for rel, text in skill.files.items():  # before the document: a version is whole once its .md is there
                 atomic_write_text(self.skill_files_dir(n) / rel, text)
             atomic_write_text(self.root / "skills" / f"v{n:03d}.md", skill.render())
-            v = SkillVersion(version=n, parent=parent, sha=skill.sha, origin=origin, status=status, step=step)  # type: ignore[arg-type]
+            v = SkillVersion(version=n, parent=parent, sha=skill.sha, origin=origin, status=status, step=step)
             self._versions[n] = v
             append_jsonl(self.root / "skills" / "index.jsonl", v)
             return v

@@ -19,7 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, model_validator
 
-from skillopt.stats import Interval, score_interval
+from skillopt.stats import Interval, score_interval, wilson_interval
 
 
 class Scored(Protocol):
@@ -91,15 +91,14 @@ class SplitScore(BaseModel):
         """`0.500 (n=8, 2 errored)`; with `interval`, the Wilson 95% interval of the hard score:
         `0.500 [0.22, 0.78] (n=8)`; no scored rollout: `- (n=0, 8 errored)`."""
         errors = f", {self.errors} errored" if self.errors else ""
-        if not self.has_score:
+        hard = self.hard
+        if not self.has_score or hard is None:
             return f"- (n=0{errors})"
         ci = ""
         if interval:
-            from skillopt.stats import wilson_interval
-
-            w = wilson_interval(self.hard * self.n, self.n)  # type: ignore[operator]
+            w = wilson_interval(hard * self.n, self.n)
             ci = f" [{w.lo:.2f}, {w.hi:.2f}]"
-        return f"{self.hard:.3f}{ci} (n={self.n}{errors})"
+        return f"{hard:.3f}{ci} (n={self.n}{errors})"
 
 
 @dataclass(frozen=True)

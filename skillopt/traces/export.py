@@ -197,7 +197,7 @@ def load_tokenizer(spec: Any, model: str) -> Any:
         return spec
     name = spec if isinstance(spec, str) else model
     try:
-        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+        from transformers import AutoTokenizer  # type: ignore[import-not-found]  # optional, in no extra
     except ImportError:
         return None
     try:
