@@ -1,7 +1,7 @@
 """The gate by simulation: false accepts of a no-op edit, power for a +15-point edit, and what a
 decision costs, against scoring the whole validation split (the old default).
 
-Scenarios (skillopt/optimizer/gate_sim.py): 40 validation tasks unless said otherwise, task
+Scenarios (skillopt/optimizer/sequential_test_sim.py): 40 validation tasks unless said otherwise, task
 difficulties ~ Beta(0.5, 0.8) (or coin flips), deterministic targets (temperature 0; `stability`:
 how much a wording change re-rolls a task's outcome) or sampled ones (both skills drawn afresh
 per pair), the default gate settings. Seeded: the same command writes the same numbers.
@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from skillopt.optimizer.gate import SequentialGate, SignTest  # noqa: E402
-from skillopt.optimizer.gate_sim import Scenario, simulate  # noqa: E402
+from skillopt.optimizer.sequential_test import SequentialGate, SignTest  # noqa: E402
+from skillopt.optimizer.sequential_test_sim import Scenario, simulate  # noqa: E402
 
 SCENARIOS = [
     # no-op edits: the false-accept rate

@@ -139,7 +139,7 @@ def paired_test_scores(rows: list[dict], a_sha: str, b_sha: str) -> tuple[list[f
 def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
     from skillopt.benchmarks import get_benchmark
     from skillopt.config import PRESETS, resolve_config
-    from skillopt.engine.run import seed_skill
+    from skillopt.engine.training import seed_skill
     from skillopt.models.defaults import LOCAL_OPTIMIZER, LOCAL_TARGET
     from skillopt.models.local import LocalServer
     from skillopt.prompts import chat_system

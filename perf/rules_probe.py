@@ -33,7 +33,7 @@ async def probe(run: Path, count: int, optimizer: str) -> dict:
     from skillopt.optimizer.rules import RuleProposer
     from skillopt.optimizer.types import ScoredRollout
     from skillopt.skill import Skill
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
 
     store = RunStore(run)
     cfg = RunConfig.model_validate({**store.read_config().layer(), "optimizer_model": optimizer})

@@ -38,7 +38,7 @@ from skillopt.store.schema import RunSummary
 if TYPE_CHECKING:
     from skillopt.engine.scoring import ScoringSetup, Setup
     from skillopt.store.refs import SkillRef
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
 
 PathLike = str | Path
 
@@ -221,8 +221,8 @@ def train(benchmark: str | Benchmark | None = None, *, tasks: Sequence[Task | Ma
     the CLI's flags by name (`target_model`, `optimizer_model`, `harness`, `epochs`, `batch_size`,
     `val_size`, `max_rollouts`, ...). Bad input raises `skillopt.errors.BadInput`.
     """
-    from skillopt.engine.run import train as train_run
-    from skillopt.store.run import RunStore
+    from skillopt.engine.training import train as train_run
+    from skillopt.store.run_store import RunStore
 
     runs = Path(runs_dir)
     if runs.exists() and not runs.is_dir():

@@ -80,7 +80,7 @@ class TrainConfig(_Frozen):
 
 
 class GateConfig(_Frozen):
-    """The sequential paired sign test that accepts a candidate (see optimizer/gate.py)."""
+    """The sequential paired sign test that accepts a candidate (see optimizer/sequential_test.py)."""
 
     metric: Literal["hard", "soft"] = "hard"
     alpha: Annotated[float, Field(gt=0, le=0.5)] = 0.05  # chance of accepting a candidate that is no better (one-sided)
@@ -426,7 +426,7 @@ def with_default_models(cfg: RunConfig, env: Any, need_optimizer: bool = True) -
 
 def redacted(cfg: RunConfig) -> dict[str, Any]:
     """The config as written to config.yaml, the index and trackers: every secret masked (at any
-    depth, in URLs, known values). A resume gives the masked values again (see engine/run.py)."""
+    depth, in URLs, known values). A resume gives the masked values again (see engine/training.py)."""
     data = cfg.model_dump(mode="json")
     for k in ("max_tokens", "stop"):  # unset: the benchmark's own (engine.settings.effective_limits)
         if k not in cfg.limits.model_fields_set:

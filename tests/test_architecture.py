@@ -40,7 +40,7 @@ def module_name(path: Path) -> str:
 
 
 def unit_of(module: str) -> str:
-    """`skillopt.store.run` -> `store`; `skillopt.config` -> `config`; `skillopt` -> `skillopt`."""
+    """`skillopt.store.run_store` -> `store`; `skillopt.config` -> `config`; `skillopt` -> `skillopt`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "skillopt"
 

@@ -15,7 +15,7 @@ from skillopt.errors import BadInput
 from skillopt.harness.workspace import check_task_paths
 from skillopt.benchmarks.base import Task
 from skillopt.io.names import safe_name
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.config import StoredConfig
 from tests.helpers import write_jsonl
 

@@ -29,7 +29,7 @@ from skillopt.stats import (
 )
 from skillopt.skill import Skill
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScore
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.config import StoredConfig
 from tests.fakes.server import FakeModelServer
 from tests.helpers import cli_env, run_cli, write_jsonl

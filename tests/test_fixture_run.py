@@ -75,7 +75,7 @@ def test_an_earlier_runs_config_reads_as_the_model_and_gives_back_its_layer(tmp_
 
     from skillopt.config import StoredConfig
     from skillopt.errors import BadInput
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
 
     run = _copy(tmp_path)
     cfg = RunStore.open(run.parent, run.name).read_config()

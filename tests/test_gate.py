@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from skillopt.optimizer.gate import (
+from skillopt.optimizer.sequential_test import (
     GRID,
     SequentialGate,
     SignTest,
@@ -15,7 +15,7 @@ from skillopt.optimizer.gate import (
     tail,
     unconditional_bounds,
 )
-from skillopt.optimizer.gate_sim import Scenario, simulate
+from skillopt.optimizer.sequential_test_sim import Scenario, simulate
 
 
 def test_tail_is_the_binomial_upper_tail():
@@ -119,7 +119,7 @@ def test_clear_wins_accept_early_and_hopeless_candidates_stop_early():
     assert not accepted and stop in ("curtailed", "futile") and len(lose.pairs) < 40
 
 
-# The simulation (optimizer/gate_sim.py): 400 seeded decisions per scenario, 40 validation tasks.
+# The simulation (optimizer/sequential_test_sim.py): 400 seeded decisions per scenario, 40 validation tasks.
 NULLS = [Scenario("no-op, coin-flip tasks, sampled", mode="sampled", beta=None),
          Scenario("no-op, sampled", mode="sampled"),
          Scenario("no-op, deterministic", stability=0.9)]
@@ -146,7 +146,7 @@ def test_power_to_accept_a_real_15_point_improvement_at_40_tasks():
 def test_a_validation_split_too_small_to_ever_accept_is_warned_about_before_any_rollout(val, trials, warned):
     """5 pairs are the fewest where some outcome accepts (5 wins of 5: p = 1/32), for either final look."""
     from skillopt.config import resolve_config
-    from skillopt.engine.run import gate_size_warning
+    from skillopt.engine.training import gate_size_warning
     from skillopt.engine.setup import open_benchmark
 
     cfg = resolve_config({"benchmark": "gsm8k", "splits": {"train": 2, "val": val, "test": 2},

@@ -18,7 +18,7 @@ from skillopt.cli import commands  # noqa: F401  (registers every command)
 from skillopt.cli.app import app
 from skillopt.config import RunConfig, StoredConfig
 from skillopt.skill import Skill
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.store.schema import RolloutRecord, RunState
 from tests.helpers import write_jsonl
 
@@ -364,7 +364,7 @@ def _stored_plain(tmp_path: Path) -> RunStore:
 
 def test_a_run_id_never_names_the_index(tmp_path):
     from skillopt.errors import BadInput
-    from skillopt.store.run import check_run_id
+    from skillopt.store.run_store import check_run_id
 
     for bad in ("skillopt.db", "skillopt.db-wal", "skillopt.db-shm", "skillopt.db-journal", ""):
         with pytest.raises(BadInput):

@@ -264,9 +264,9 @@ class FakeMlflow:
 def train_in_process(tmp_path: Path, listeners: list, url: str, resume: str | None = None, **overrides):
     """`skillopt run`'s library call against the scripted fake server at `url`, with these listeners."""
     from skillopt.config import deep_merge, resolve_config
-    from skillopt.engine.run import train
+    from skillopt.engine.training import train
     from skillopt.models.types import ProviderEnv
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
     from tests.helpers import write_jsonl
     from tests.test_train_e2e import code_tasks
 

@@ -15,7 +15,7 @@ from skillopt.harness.base import Limits, Rollout, RolloutOutput
 from skillopt.models.meter import Meter
 from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "benchmarks" / "sample_qa.jsonl"
 SKILL = Skill.parse("---\nname: solver\ndescription: Solve it.\n---\n# Solver\nThink.\n")

@@ -211,7 +211,7 @@ def test_runs_list_never_wraps_words(tmp_path_factory, tmp_path):
 
 def test_views_name_things_once_and_say_what_each_number_is(tmp_path_factory, tmp_path):
     runs = copy_runs(tmp_path_factory, tmp_path)
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
 
     # a candidate that passed its screen but was not gated, as a run before this fix recorded it
     store = RunStore.open(runs, "codes")

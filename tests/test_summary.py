@@ -94,7 +94,7 @@ def test_traces_show_prints_a_stored_rollout(tmp_path):
     from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
     from skillopt.cli.app import app
     from skillopt.store.schema import RolloutRecord
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
 
     store = RunStore.create(tmp_path / "runs", "r1")
     store.write_config(StoredConfig.model_validate({"benchmark": "b", "harness": "claude-code"}))
@@ -120,7 +120,7 @@ def test_traces_show_says_what_a_power_loss_took(tmp_path):
     from skillopt.cli import traces  # noqa: F401  (registers `traces` on the app)
     from skillopt.cli.app import app
     from skillopt.store.schema import RolloutRecord
-    from skillopt.store.run import RunStore
+    from skillopt.store.run_store import RunStore
 
     store = RunStore.create(tmp_path / "runs", "r1")
     store.write_config(StoredConfig.model_validate({"benchmark": "b", "harness": "chat"}))

@@ -183,7 +183,7 @@ def _harvest(sizes: SplitSizes, path: str | None = None, judge_model: str | None
     if not path:
         raise BadInput("the harvest benchmark needs its folder: --benchmark harvest:OUT "
                        "(what `skillopt harvest -o OUT` wrote)")
-    from skillopt.harvest.run import read_tasks
+    from skillopt.harvest.pipeline import read_tasks
 
     return HarvestBenchmark(read_tasks(Path(path)), sizes, judge_model=judge_model, test_timeout_s=test_timeout_s,
                             memory_mb=memory_mb)

@@ -14,7 +14,7 @@ from skillopt.cli.traces_export import export_command
 from skillopt.errors import BadInput
 from skillopt.store.schema import RolloutRecord
 from skillopt.store.refs import pick_version
-from skillopt.store.run import RunStore, raw_log_file
+from skillopt.store.run_store import RunStore, raw_log_file
 from skillopt.traces.events import (
     ErrorEvent, MessageEvent, SkillUsedEvent, ToolCallEvent, ToolResultEvent, TraceEvent, UsageEvent, parse_event,
 )

@@ -11,7 +11,7 @@ import typer
 
 from skillopt.cli.app import Globals, out
 from skillopt.errors import BadInput
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.traces.export import FORMATS, ExportFilter, export_runs
 
 HELP = """Merge the token-level training data of one run or several (vllm: targets) into one data set.

@@ -27,7 +27,7 @@ from skillopt.store.schema import RolloutRecord, RunState, RunSummary, SplitScor
 from skillopt.store.refs import SkillRef
 from skillopt.store.reuse import find_rollouts
 from skillopt.traces.trigger import TriggerRate, trigger_rate
-from skillopt.store.run import RunStore, check_run_id, new_run_id
+from skillopt.store.run_store import RunStore, check_run_id, new_run_id
 
 
 @dataclass(frozen=True)

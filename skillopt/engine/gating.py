@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from skillopt.benchmarks.base import Task
 from skillopt.config import GateConfig
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.optimizer.gate import SequentialGate, SignTest, tail
+from skillopt.optimizer.sequential_test import SequentialGate, SignTest, tail
 from skillopt.record import GateDecision, GatePair, ScreenResult, TaskComparison
 from skillopt.skill import Skill
 from skillopt.stats import count_outcomes, paired_difference_interval

@@ -12,7 +12,7 @@ from skillopt.engine.events import (
 from skillopt.store.index import RunIndex
 from skillopt.store.layout import RunPaths, index_path
 from skillopt.store.schema import RolloutRecord, now
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 
 def recorders(runs_dir: Path) -> list[Listener]:

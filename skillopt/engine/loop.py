@@ -1,7 +1,7 @@
 """The training loop (DESIGN.md section 6). A step reads top to bottom: rollouts of the incumbent on
 a train batch, proposals (a population of candidates), preparation (apply, leakage check, token
 cap), the screen on each candidate's own train tasks, and the sequential gate on validation for the
-best screened ones. Consolidation at the end of each epoch; test once at the end (engine/run.py).
+best screened ones. Consolidation at the end of each epoch; test once at the end (engine/training.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from skillopt.skill import Skill
 from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
 )
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.traces.trajectory import trajectory
 
 

@@ -24,7 +24,7 @@ from skillopt.models.types import CallRecord
 from skillopt.skill import Skill
 from skillopt.store.schema import RolloutRecord
 from skillopt.io.redact import redact
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.traces.summary import summarize
 from skillopt.traces.trigger import skill_loaded
 

@@ -35,7 +35,7 @@ from skillopt.models.types import ProviderEnv
 from skillopt.skill import Skill
 from skillopt.store.refs import SkillRef, resolve_skill_ref
 from skillopt.store.reuse import find_rollouts
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.store.schema import RolloutRecord
 from skillopt.store.scores import Score
 

@@ -34,7 +34,7 @@ from skillopt.models.spec import ModelSpec, parse_model_spec
 from skillopt.sandbox import NoSandbox, Relay, RunsUntrustedCode, Sandbox, make_sandbox
 from skillopt.skill import Skill
 from skillopt.store.layout import RunPaths
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 SKILLS_DIR = Path(__file__).resolve().parents[2] / "skills"
 

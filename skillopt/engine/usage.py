@@ -14,7 +14,7 @@ from skillopt.models.meter import Budget, Meter, MeterSnapshot, RoleTotals
 from skillopt.models.prices import cost_usd
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import CallRecord
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 
 def recorded_usage(store: RunStore) -> MeterSnapshot:

@@ -1,5 +1,5 @@
 """One session -> one harvested task: the request, the start state, a check and how sure it is,
-and the signals of failure. The text is not redacted here; `harvest.run` redacts before writing.
+and the signals of failure. The text is not redacted here; `harvest.pipeline` redacts before writing.
 
 Checks, best first:
 - `test_command`: the last test command the session ran (pytest, npm test, go test, ...). High

@@ -21,7 +21,7 @@ from skillopt.store.schema import (
 from skillopt.store.index import RunIndex
 from skillopt.store.layout import RunPaths, index_path
 from skillopt.store.scores import latest_per_trial
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 SPLITS = ("train", "val", "test")
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from skillopt.config import StoredConfig
 from skillopt.errors import BadInput
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 from skillopt.store.schema import shown_status
 from skillopt.store.scores import score_value
 

@@ -26,7 +26,7 @@ from skillopt.engine.events import (
 )
 from skillopt.errors import BadInput, require
 from skillopt.io.redact import redact
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 log = logging.getLogger(__name__)
 

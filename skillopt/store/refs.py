@@ -8,7 +8,7 @@ from pathlib import Path
 
 from skillopt.errors import BadInput
 from skillopt.skill import Skill
-from skillopt.store.run import RunStore
+from skillopt.store.run_store import RunStore
 
 _VERSION = re.compile(r"^v?(\d+)$")
 

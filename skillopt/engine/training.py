@@ -34,7 +34,7 @@ from skillopt.store.layout import RunPaths
 from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
 from skillopt.store.scores import latest_per_trial
 from skillopt.io.redact import masked_paths, redact
-from skillopt.store.run import RunStore, check_run_id, new_run_id
+from skillopt.store.run_store import RunStore, check_run_id, new_run_id
 
 
 def train(cfg: RunConfig, runs_dir: Path, env: ProviderEnv, listeners: list[Listener],

@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 from pydantic import BaseModel
 
-from skillopt.optimizer.gate import SequentialGate, SignTest
+from skillopt.optimizer.sequential_test import SequentialGate, SignTest
 
 _PHI = NormalDist().cdf
 
