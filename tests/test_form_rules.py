@@ -123,3 +123,9 @@ def test_a_form_rule_is_kept_by_the_gate_with_no_useful_optimizer_reply(tmp_path
     assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
     off_cands = json.loads((tmp_path / "runs" / "off" / "steps" / "0001" / "candidates.json").read_text())
     assert all(c["origin"] != "form-rule" for c in off_cands)
+
+
+def test_a_number_beside_words_that_hold_a_number_is_another_answer_not_another_form():
+    assert form_difference(_failed("a", "2008", "By 1965")) is None
+    assert form_difference(_failed("b", "19th century", "3000 BC")) is None
+    assert form_difference(_failed("c", "2022", "the autumn of 2017")) is None

@@ -15,6 +15,7 @@ kind, `form-rule`, never to reflection, and `train.form_rules=false` turns it of
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from skillopt.benchmarks.scorers import extract_answer
@@ -45,8 +46,10 @@ def form_difference(r: ScoredRollout) -> str | None:
         exp = normalize_answer(alternative)
         if not exp or exp == got:
             continue
-        if is_numeric(exp) != is_numeric(got):
-            return "number-expected" if is_numeric(exp) else "words-expected"
+        if is_numeric(exp) and not re.search(r"[0-9]", got):  # "12" for "twelve"; "By 1965" for "2008" is
+            return "number-expected"                           # another answer, not another form
+        if is_numeric(got) and not re.search(r"[0-9]", exp):
+            return "words-expected"
         if f" {exp} " in f" {got} ":
             return "adds-words"
         if len(got) >= 2 and f" {got} " in f" {exp} ":
