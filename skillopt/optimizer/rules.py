@@ -282,7 +282,8 @@ def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int) -> str:
     for r in failures:
         got, exp = extract_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
         g, e = normalize_answer(got).split(), normalize_answer(exp).split()  # words and numbers: what they share
-        same_kind = bool(set(g) & set(e)) or (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
+        # two numbers that differ once normalized are two answers ('40', not '30' teaches nothing)
+        same_kind = bool(set(g) & set(e)) and not (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
         if (len(pairs) < n and g and e and len(g) <= 8 and len(e) <= 8 and same_kind
                 and normalize_text(got) != normalize_text(exp) and "'" not in got + exp):
             pairs.append(f"'{exp}', not '{got}'")  # a difference of form, not another answer altogether
