@@ -75,6 +75,7 @@ ARMS: dict[str, list[str]] = {
     "no-demonstrations": [*METHOD, "train.demonstrations=false"],
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],
     "no-rule-examples": [*METHOD, "train.rule_examples=0"],  # rules without the train answers they quote
+    "no-form-rules": [*METHOD, "train.form_rules=false"],  # no rule of answer form read off by code
 }
 
 

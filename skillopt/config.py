@@ -65,6 +65,9 @@ class TrainConfig(_Frozen):
     description: bool = False  # also train the front-matter description (whether agents load the skill)
     rules_per_step: Annotated[int, Field(ge=0)] = 2  # rules learned from the scorer's feedback, one per cluster
     rule_examples: Annotated[int, Field(ge=0, le=5)] = 2  # train answers each rule quotes: expected vs written
+    # a rule of answer form when >= 2 of a step's failures differ from their expected answers the same way
+    # (a sentence for a bare name, words for a number): fixed wording chosen by the data (optimizer/form.py)
+    form_rules: bool = True
     # agent harnesses only (claude-code, codex, mini-swe-agent; optimizer/agent.py): one edit per reflection over
     # failed trajectories (0: none), a numbered procedure from what passing trajectories did, a solved
     # trajectory condensed into steps (in place of the chat-style worked example)

@@ -117,9 +117,10 @@ class ScreenResult(BaseModel):
                                  and self.changed * 2 > len(self.tasks))
 
 
-# "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py)
+# "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py);
+# "form-rule": a rule of answer form chosen by the expected answers, in fixed wording (optimizer/form.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
-                 "trajectory-reflection", "procedure", "trajectory-demonstration"]
+                 "trajectory-reflection", "procedure", "trajectory-demonstration", "form-rule"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

@@ -42,6 +42,8 @@ TASKS = [
     ("Compute 50 minutes as a fraction of an hour.", "quantity '50 minutes'"),
     ("Write each calculation on its own line before the answer.", None),
     ("End your reply with a line 'Answer: <number>' (the number only, no units).", None),  # the prompts' own boilerplate
+    ("Determine Natalia's total first.", "its name 'natalia'"),  # a person only one task names
+    ("Yesterday's total comes first.", None),  # capitalized only where a sentence starts: no name
 ])
 def test_leakage_check(text, leaks):
     findings = LeakageCheck(TASKS, SKILL.render()).check([Edit(op="add", text=text)])
@@ -49,6 +51,14 @@ def test_leakage_check(text, leaks):
         assert findings == []
     else:
         assert findings and leaks in str(findings[0])
+
+
+def test_a_name_several_tasks_share_or_the_skill_holds_is_no_leak():
+    tasks = [make_task(f"t{i}", f"Write a function in Python that returns {i} plus one.", [str(i + 1)]) for i in range(2)]
+    assert LeakageCheck(tasks, SKILL.render()).check([Edit(op="add", text="Write plain Python, no classes.")]) == []
+    one = [make_task("t", "How many apples did Maria buy?", ["3"])]
+    assert LeakageCheck(one, SKILL.render() + "\nAsk Maria.\n").check([Edit(op="add", text="Ask Maria first.")]) == []
+    assert LeakageCheck(one, SKILL.render()).check([Edit(op="add", text="Ask Maria first.")])
 
 
 def test_deletes_never_leak_and_short_answers_in_the_skill_do_not_count():

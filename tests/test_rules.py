@@ -111,7 +111,8 @@ def test_a_rules_quoted_answers_are_its_own_evidence_and_its_words_are_checked_i
                   answers=(a,)) for i, a in enumerate(("soccer", "membrane", "cricket"))]
     fails = [_scored("t0", "Answer: Association soccer", "soccer"), _scored("t1", "Answer: Cell membrane", "membrane"),
              _scored("t2", "Answer: cricket", "cricket"),  # differs in nothing: never quoted
-             _scored("t3", "Answer: Texas", "Mexico")]  # another answer altogether, not a form: never quoted
+             _scored("t3", "Answer: Texas", "Mexico"),  # another answer altogether, not a form: never quoted
+             _scored("t4", "Answer: 30", "40")]  # two numbers are two answers: never quoted
     rule = with_examples("Use the shortest common name.", fails, 3)
     assert rule == "Use the shortest common name. For example: 'soccer', not 'Association soccer'; " \
                    "'membrane', not 'Cell membrane'."

@@ -15,6 +15,7 @@ from skillopt.optimizer.agent import ProcedureProposer, TrajectoryDemonstrationP
 from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer
 from skillopt.optimizer.describe import DescriptionProposer
+from skillopt.optimizer.form import FormRuleProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from skillopt.engine.loop import Context
 
 EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-inferiority
+RULES = ("rules", "form-rule")  # a rule, then the answers it quotes from its own train failures
 WORKED = ("demonstration", "trajectory-demonstration")  # quote their own train task by design
 
 
@@ -42,6 +44,8 @@ def build_proposers(ctx: Context) -> list[Proposer]:
     if cfg.rules_per_step > 0:
         out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
                                 temperature=m.optimizer_temperature, examples=cfg.rule_examples))
+    if cfg.form_rules:
+        out.append(FormRuleProposer(examples=cfg.rule_examples))
     agent = discovers_skill(ctx.runner.harness)
     if agent:
         out += agent_proposers(ctx)
@@ -91,7 +95,7 @@ def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> l
     """What the candidate's edits copy from the train tasks the optimizer was shown. A worked
     example quotes its own train task by design (its evidence), and nothing else: never another
     task's text, and never a task that is not a train task of this step."""
-    if c.origin == "rules":  # the rule itself is checked in full; the answers it quotes are its own evidence
+    if c.origin in RULES:  # the rule itself is checked in full; the answers it quotes are its own evidence
         ruled = [e.model_copy(update={"text": split_quotes(e.text)[0]}) for e in edits]
         quoted = [e.model_copy(update={"text": split_quotes(e.text)[1]}) for e in edits]
         return LeakageCheck(shown, skill.render()).check(ruled) or _own_evidence_only(quoted, shown, skill)

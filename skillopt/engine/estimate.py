@@ -71,7 +71,8 @@ class RolloutPlan:
 
 def candidates_per_step(cfg: RunConfig, agent: bool) -> int:
     t = cfg.train
-    n = t.max_reflections_per_step + t.rules_per_step + int(t.merge) + t.ablations_per_step + int(t.description)
+    n = t.max_reflections_per_step + t.rules_per_step + int(t.form_rules) + int(t.merge) + t.ablations_per_step
+    n += int(t.description)
     if agent:
         n += t.trajectory_reflections + int(t.procedure) + int(t.trajectory_demonstration)
     return n + int(t.demonstrations and not (agent and t.trajectory_demonstration))

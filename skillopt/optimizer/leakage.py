@@ -7,7 +7,9 @@ Before any rollout, each edit's new text is compared with the train tasks the op
   in the prompts of several tasks, or is already in the skill), or
 - contains a task's reference answer (a number of two digits or more, or a text answer of two
   characters or more) as a whole token, unless the skill already holds it, or
-- repeats a quantity of a task together with a word next to it in that task ("2 fruits").
+- repeats a quantity of a task together with a word next to it in that task ("2 fruits"), or
+- names what only one task names: a word that task's prompt capitalizes mid-sentence (a person, a
+  place: "Determine Anthony's pencils first"), which no other shown task has and the skill lacks.
 
 A worked example made by the demonstration strategy quotes its own train task by design; it is
 checked against the other tasks for copied runs of words only (`runs_only`): a number in its reply
@@ -34,6 +36,11 @@ def _words(text: str) -> list[str]:
 
 def _grams(words: list[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _names(text: str) -> set[str]:
+    """The words a text capitalizes mid-sentence (after a word, not after a full stop), lower-cased."""
+    return {m.group(1).lower() for m in re.finditer(r"(?<=[a-z0-9,;] )([A-Z][a-z]+)", text)}
 
 
 def _is_number(w: str) -> bool:
@@ -63,6 +70,9 @@ class LeakageCheck:
         for words in self.prompt_words.values():
             counts.update(_grams(words, n))
         self.boilerplate = {g for g, c in counts.items() if c >= 2}
+        named = {t.id: _names(t.prompt) for t in self.tasks}
+        seen = Counter(n for names in named.values() for n in names)
+        self.names = {tid: {n for n in names if seen[n] == 1} - self.skill_words for tid, names in named.items()}
 
     def check(self, edits: Sequence[Edit]) -> list[LeakFinding]:
         findings = []
@@ -89,6 +99,9 @@ class LeakageCheck:
             quantity = self._quantity_in(words, t)
             if quantity:
                 return LeakFinding(i, t.id, f"its quantity '{quantity}'")
+            name = next((w for w in words if w in self.names[t.id]), None)
+            if name:
+                return LeakFinding(i, t.id, f"its name '{name}'")
         return None
 
     def _answer_in(self, words: list[str], task: Task) -> str | None:

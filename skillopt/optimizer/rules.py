@@ -59,11 +59,11 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
         g, e = got.split(), exp.split()
         if not g:
             kind = "no answer was found in the reply"
-        elif _numeric(exp) and not _numeric(got):
+        elif is_numeric(exp) and not is_numeric(got):
             kind = "a number was expected and the agent wrote words"
-        elif _numeric(got) and not _numeric(exp):
+        elif is_numeric(got) and not is_numeric(exp):
             kind = "words were expected and the agent wrote a number"
-        elif _numeric(got) and _numeric(exp):
+        elif is_numeric(got) and is_numeric(exp):
             kind = "both are numbers, but different ones"
         elif e and _contains(g, e):
             kind = "the expected answer is inside the agent's answer, which adds words"
@@ -84,7 +84,7 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     return out
 
 
-def _numeric(text: str) -> bool:
+def is_numeric(text: str) -> bool:
     return bool(text) and parse_number(text.replace(" ", "")) is not None
 
 
@@ -151,7 +151,7 @@ def _token(w: str) -> str:
     return w
 
 
-def _norm(text: str) -> str:
+def normalize_answer(text: str) -> str:
     """Lower case, words and numbers only, thousands separators and trailing zeros dropped."""
     text = re.sub(r"(?<=[0-9]),(?=[0-9]{3})", "", text.lower())
     return " ".join(t for t in map(_token, re.sub(r"[^a-z0-9.]+", " ", text).split()) if t)
@@ -159,7 +159,7 @@ def _norm(text: str) -> str:
 
 def failure_kind(r: ScoredRollout) -> str:
     """What went wrong, in terms any scorer shows (see the module docstring)."""
-    out, ref = _norm(r.output), _norm(r.reference)
+    out, ref = normalize_answer(r.output), normalize_answer(r.reference)
     if not out or "no answer" in r.feedback.lower() or "empty" in r.feedback.lower():
         return "no-answer"
     if len(ref) >= 2 and f" {ref} " in f" {out} ":
@@ -281,8 +281,9 @@ def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int) -> str:
     pairs: list[str] = []
     for r in failures:
         got, exp = extract_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
-        g, e = _norm(got).split(), _norm(exp).split()  # words and numbers only: what the two share
-        same_kind = bool(set(g) & set(e)) or (_numeric(" ".join(g)) and _numeric(" ".join(e)))
+        g, e = normalize_answer(got).split(), normalize_answer(exp).split()  # words and numbers: what they share
+        # two numbers that differ once normalized are two answers ('40', not '30' teaches nothing)
+        same_kind = bool(set(g) & set(e)) and not (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
         if (len(pairs) < n and g and e and len(g) <= 8 and len(e) <= 8 and same_kind
                 and normalize_text(got) != normalize_text(exp) and "'" not in got + exp):
             pairs.append(f"'{exp}', not '{got}'")  # a difference of form, not another answer altogether

@@ -1,0 +1,95 @@
+"""Rules of answer form read off the scorer's feedback by code, with no optimizer call.
+
+The expected answers of the failed train rollouts are evidence of a convention the prompt never
+states: a bare name where the agent wrote a sentence ("Jane Austen", not "Emma is a novel by Jane
+Austen."), a number where it wrote words, the whole name where it wrote a part. When at least
+`min_count` of a step's failures differ from their expected answer in the same way, this proposer
+adds one rule for that difference to the skill's rules section, quoting up to `examples` of those
+failures (expected beside written) as its evidence.
+
+What is learned here is which convention the data holds, and its examples; the wording of each
+rule is fixed below (`FORMS`). So a lift from this proposer is attributed to its own candidate
+kind, `form-rule`, never to reflection, and `train.form_rules=false` turns it off (the suite's
+`no-form-rules` arm). It costs no optimizer call: only the screen and the gate's rollouts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from skillopt.benchmarks.scorers import extract_answer
+from skillopt.optimizer.propose import Proposal, SearchState
+from skillopt.optimizer.rules import is_numeric, normalize_answer, rule_edit, rules_in, with_examples
+from skillopt.optimizer.types import ScoredRollout
+from skillopt.record import Candidate, Reflection
+
+ORIGIN = "form-rule"
+
+# how a failed answer differs from its expected one -> the instruction that undoes the difference
+FORMS: dict[str, str] = {
+    "adds-words": "Write only the answer itself, the shortest name, number or phrase that answers the question: "
+                  "never a full sentence, a title or an explanation.",
+    "partial": "Write the answer in full, the whole name or phrase as it is usually written, not a part of it.",
+    "number-expected": "Answer with a number, written in digits, not with words.",
+    "words-expected": "Answer with the name or phrase asked for, not with a number.",
+}
+
+
+def form_difference(r: ScoredRollout) -> str | None:
+    """How the failed rollout's final answer differs in form from an expected answer (any of the
+    alternatives a reference lists with " | "), or None when it is another answer altogether."""
+    got = normalize_answer(extract_answer(r.output))
+    if not got:
+        return None
+    for alternative in r.reference.split(" | "):
+        exp = normalize_answer(alternative)
+        if not exp or exp == got:
+            continue
+        if is_numeric(exp) and not re.search(r"[0-9]", got):  # "12" for "twelve"; "By 1965" for "2008" is
+            return "number-expected"                           # another answer, not another form
+        if is_numeric(got) and not re.search(r"[0-9]", exp):
+            return "words-expected"
+        if f" {exp} " in f" {got} ":
+            return "adds-words"
+        if len(got) >= 2 and f" {got} " in f" {exp} ":
+            return "partial"
+    return None
+
+
+def dominant_form(failures: Sequence[ScoredRollout], min_count: int) -> tuple[str, list[ScoredRollout]] | None:
+    """The difference of form most failures share, with those failures, if at least `min_count` do."""
+    groups: dict[str, list[ScoredRollout]] = {}
+    for r in failures:
+        kind = form_difference(r)
+        if kind:
+            groups.setdefault(kind, []).append(r)
+    if not groups:
+        return None
+    kind, members = max(groups.items(), key=lambda kv: (len(kv[1]), -list(FORMS).index(kv[0])))
+    return (kind, members) if len(members) >= min_count else None
+
+
+class FormRuleProposer:
+    """At most one `form-rule` candidate a step: the rule of the form most failures break."""
+
+    name = "form-rules"
+
+    def __init__(self, min_count: int = 2, examples: int = 2):
+        self.min_count, self.examples = min_count, examples
+
+    async def propose(self, state: SearchState) -> Proposal:
+        failures = [r for r in state.scored if r.failed and not r.error]
+        found = dominant_form(failures, self.min_count)
+        if found is None:
+            return Proposal()
+        kind, members = found
+        rule = FORMS[kind]
+        ids = [r.task_id for r in members]
+        if any(rule in text for text in [e.text for e in state.rejected] + rules_in(state.skill)):
+            return Proposal()  # the skill has this rule, or the gate or the screen turned it down
+        why = f"{kind}: {len(members)} of {len(failures)} failed answers differ from the expected ones this way"
+        edit = rule_edit(state.skill, with_examples(rule, members, self.examples), why, ids)
+        candidate = Candidate(id="", step=state.step, origin=ORIGIN, parent=state.version, edits=[edit],
+                              rationale=why, sources=ids)
+        return Proposal([candidate], [Reflection(minibatch=ids, edits=[edit], analysis=why)])
