@@ -67,12 +67,7 @@ class Scored:
     data_hash: str = ""  # scored: of the benchmark's data as it is now
     current_data_hash: str = ""  # recorded: of its run's benchmark data now ("" when not checked)
     evaluations: tuple[EvalResult, ...] = ()  # the evaluation runs that scored it, one per split
-    cfg: RunConfig | None = None  # scored: the settings it was scored with
-
-    @property
-    def recorded(self) -> bool:
-        """A run's version read as its run recorded it (compare), not scored here."""
-        return self.cfg is None
+    cfg: RunConfig | None = None  # the settings it was scored with; None: a run's version, as its run recorded it
 
 
 @dataclass(frozen=True)
@@ -98,7 +93,7 @@ def score_skills(skills: Sequence[SkillRef | Skill | str | Path], splits: Sequen
     refs = [skill_ref(s, runs_dir) for s in skills]
     first_run = next((r.run for r in refs if r.run is not None), None)
     made: ScoringSetup | None = None
-    checked: dict[str, tuple[str, str | None]] = {}  # a run's data source -> (its hash now, why none)
+    checked: dict[tuple[str, str, str], tuple[str, str | None]] = {}  # a run's data -> (its hash now, why none)
     entries, notes = [], []
     for ref in refs:
         if ref.run is not None and not evaluation_run:
@@ -113,15 +108,14 @@ def score_skills(skills: Sequence[SkillRef | Skill | str | Path], splits: Sequen
     return Scoring(tuple(entries), tuple(notes))
 
 
-def _data_now(run: RunStore, checked: dict[str, tuple[str, str | None]]) -> tuple[str, str | None]:
+def _data_now(run: RunStore, checked: dict[tuple[str, str, str], tuple[str, str | None]]) -> tuple[str, str | None]:
     """(the hash of `run`'s benchmark data as it is now, None) or ("", why it could not be checked);
     each benchmark (its name, splits and options) loaded once."""
-    layer = run.read_config().layer()
-    source = json.dumps([layer.get(k) for k in ("benchmark", "splits", "benchmark_options")], sort_keys=True,
-                        default=str)
-    if source not in checked:
-        checked[source] = current_data_hash(layer)
-    return checked[source]
+    cfg = run.read_config()
+    data = (cfg.benchmark, cfg.splits.model_dump_json(), json.dumps(cfg.benchmark_options, sort_keys=True, default=str))
+    if data not in checked:
+        checked[data] = current_data_hash(cfg.layer())
+    return checked[data]
 
 
 def _evaluated(ref: SkillRef, splits: Sequence[Split], made: ScoringSetup, runs_dir: Path) -> Scored:
