@@ -255,7 +255,8 @@ def evaluate(skill: Skill | PathLike | TrainResult, benchmark: str | Benchmark |
              set: Sequence[str] | Mapping[str, Any] | None = None, runs_dir: PathLike = "runs",
              env: Mapping[str, str] | ProviderEnv | None = None, listeners: Sequence[Listener] = (),
              progress: Progress = False, **settings: Any) -> EvalResult:
-    """Score one skill on one split as an evaluation run (reusing every rollout a run already has).
+    """Score one skill on one split as an evaluation run (a run's version reuses every rollout its run has;
+    a skill file or a Skill is scored afresh; `compare` reuses what this made).
 
     `skill`: a SKILL.md path, `RUN`, `RUN:vN`, `RUN:best`, a Skill, or a TrainResult (its best);
     a run's own benchmark and settings are used unless given. Returns an `EvalResult` (score,

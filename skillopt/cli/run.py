@@ -128,7 +128,8 @@ def run(
         raise typer.Exit(EXIT_STOPPED)
 
 
-@app.command("eval", help="""Score one skill on one split (an evaluation run; rollouts any run already has are reused).
+@app.command("eval", help="""Score one skill on one split as an evaluation run (RUN:vN reuses the rollouts its run
+has; a SKILL.md file is scored afresh).
 
 Example: skillopt eval --skill runs/RUN/best_skill.md --benchmark gsm8k --split test --target-model openai:gpt-5-mini""")
 def eval_(
