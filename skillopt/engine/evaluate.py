@@ -46,7 +46,7 @@ class EvalResult:
     data_hash: str = ""  # of the benchmark's split tasks (`benchmarks.base.split_data_hash`)
 
 
-Reusable = Mapping[str, tuple[str, RolloutRecord]]  # cache key -> (run id, stored scored rollout)
+Reusable = Mapping[str, tuple[Path, RolloutRecord]]  # cache key -> (its run's folder, stored scored rollout)
 
 
 def evaluate_skill(cfg: RunConfig, ref: SkillRef, split: Split, runs_dir: Path, env: ProviderEnv,
@@ -93,7 +93,8 @@ def _evaluate(cfg: RunConfig, ref: SkillRef, split: Split, store: RunStore, env:
                                executor=executor)
         if reusable is None:  # one key: the runner's own (`Settings.rollout_key`)
             keys = {parts.settings.rollout_key(ref.skill.sha, t, k) for t in tasks for k in range(cfg.gate.trials)}
-            reusable = find_rollouts(store.root.parent, keys, runs=[ref.run.run_id] if ref.run is not None else [])
+            source = ref.run
+            reusable = {} if source is None else find_rollouts(source.root.parent, keys, runs=[source.run_id])
         runner.cache.update({key: rec for key, (_, rec) in reusable.items()})
         emit(PhaseStarted(f"eval {ref.label} on {split}", len(tasks) * cfg.gate.trials))
         try:
@@ -125,16 +126,16 @@ def _keep_reused(store: RunStore, reusable: Reusable, records: list[RolloutRecor
     """Rollouts reused from other runs are written into this run too (with their traces), so the
     evaluation run holds every rollout it scored and reads the same as one that paid for them all."""
     own = {r.key for r in store.rollouts()}
-    sources: dict[str, RunStore] = {}  # run id -> its store, opened once
+    sources: dict[Path, RunStore] = {}  # a run's folder -> its store, opened once
     out, new = [], []
     for rec in records:
         if rec.key not in own:
             rec = rec.model_copy(update={"version": version})
             if rec.trace_file and rec.key in reusable:
-                run_id = reusable[rec.key][0]
-                if run_id not in sources:
-                    sources[run_id] = RunStore(store.root.parent / run_id)
-                store.copy_trace(sources[run_id], rec.trace_file)
+                folder = reusable[rec.key][0]
+                if folder not in sources:
+                    sources[folder] = RunStore(folder)
+                store.copy_trace(sources[folder], rec.trace_file)
             new.append(rec)
         out.append(rec)
     store.append_rollouts(new)  # grouped: one write and one fsync per group, not per record

@@ -151,7 +151,7 @@ def _scored(ref: SkillRef, splits: Sequence[Split], made: ScoringSetup, runs_dir
             if rec.errored:
                 failed[rec.key] = rec
             else:
-                found[rec.key] = (result.run_id, rec)
+                found[rec.key] = (result.run_dir or runs_dir / result.run_id, rec)
                 failed.pop(rec.key, None)
     # a scored rollout per key; where none, its errored one (counted apart, never a score)
     scores = {s: Score.of(s, [(found[k][1] if k in found else failed[k]).model_copy(update={"split": s})

@@ -21,11 +21,11 @@ class _KeyOnly(BaseModel):
 
 
 def find_rollouts(runs_dir: Path, keys: Collection[str],
-                  runs: Collection[str] | None = None) -> dict[str, tuple[str, RolloutRecord]]:
+                  runs: Collection[str] | None = None) -> dict[str, tuple[Path, RolloutRecord]]:
     """Scored rollouts with these cache keys in any run under `runs_dir` (or only in the runs named
-    in `runs`): key -> (run id, record), the first one found, in run-id order. Errored rollouts are
-    left out (they are run again). One pass over each run's rollouts.jsonl."""
-    found: dict[str, tuple[str, RolloutRecord]] = {}
+    in `runs`): key -> (the run's folder, record), the first one found, in run-id order. Errored
+    rollouts are left out (they are run again). One pass over each run's rollouts.jsonl."""
+    found: dict[str, tuple[Path, RolloutRecord]] = {}
     if not keys or (runs is not None and not runs):
         return found
     for run_id, path in rollout_files(runs_dir):
@@ -41,5 +41,5 @@ def find_rollouts(runs_dir: Path, keys: Collection[str],
                 except ValueError:
                     continue  # a torn last line of an interrupted run
                 if not rec.errored:
-                    found[key] = (run_id, rec)
+                    found[key] = (path.parent, rec)
     return found
