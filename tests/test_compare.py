@@ -326,3 +326,18 @@ def test_eval_and_compare_score_a_skill_file_alike_from_the_same_rollouts(tmp_pa
     assert (row["rollouts"], row["errors"], row["hard"]["mean"]) == (ev["n"], ev["errors"], ev["hard"])
     assert row["hard"] == wilson_interval(ev["hard"] * ev["n"], ev["n"]).model_dump()
     assert row["soft"]["mean"] == pytest.approx(ev["soft"])
+
+
+def test_evaluate_reuses_a_train_result_kept_under_another_runs_folder(tmp_path_factory, tmp_path):
+    """The Python API scores through the same service: a run version reuses its own run's rollouts (and
+    their traces) by the cache key, wherever that run's folder is."""
+    import skillopt
+
+    runs = copy_runs(tmp_path_factory, tmp_path)
+    summary = RunSummary.model_validate_json((runs / "codes" / "summary.json").read_text())
+    run = skillopt.TrainResult("codes", runs / "codes", summary.status, summary,
+                               Skill.load(runs / "codes" / "best_skill.md"))
+    ev = skillopt.evaluate(run, split="test", runs_dir=tmp_path / "elsewhere", env={})
+    assert (ev.cached, ev.score.n, ev.score.hard) == (4, 4, 1.0)
+    assert ev.run_dir is not None and ev.run_dir.parent == (tmp_path / "elsewhere").resolve()
+    assert all((ev.run_dir / r.trace_file).is_file() for r in ev.records if r.trace_file)
