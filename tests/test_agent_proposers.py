@@ -93,15 +93,16 @@ async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
         got = await TrajectoryReflectionProposer(models, spec, count=2).propose(st)
     out = got.candidates
     assert len(seen) == 2  # one reflection per recurring kind, most frequent first
-    first, second = (r.last_user_text for r in seen)
+    # the two calls are concurrent: known by what each asks about, not by the order they arrived in
+    first, second = sorted((r.last_user_text for r in seen), key=lambda t: 'here: "tests never run"' not in t)
     assert "- tests never run: 3\n- edit did not apply: 3\n- time-out: 1" in first
     assert 'here: "tests never run"' in first and 'here: "edit did not apply"' in second
     assert "3. sed -i 's/total = 0/total = 1/' pkg/core.pyy -> exit 2 [edit]" in first
     assert "1. sed -i 's/x = 1/x = 2/' pkg/cor.py -> exit 2 [edit]" in first
     assert "Tests: never run" in first and "stopped after 1 tool call" in first and "timed out after 60s" in first
     assert "## PASSED task t-claude" in first and "python -m pytest -q tests/test_core.py (exit 0)" in first
-    assert (seen[0].json_schema or seen[0].response_format["json_schema"]["schema"])[
-        "properties"]["edits"]["maxItems"] == 1  # one edit per reflection
+    assert all((r.json_schema or r.response_format["json_schema"]["schema"])[
+        "properties"]["edits"]["maxItems"] == 1 for r in seen)  # one edit per reflection
     assert [c.origin for c in out] == ["trajectory-reflection"] * 2
     assert out[0].rationale.startswith("[tests never run] ") and out[0].sources[0] in ("t-codex", "t-mini-1")
     for c in out:
