@@ -25,18 +25,19 @@ def _score(s) -> str:
 def _row(r: dict) -> list[str]:
     if "error" in r:
         return [r["family"], r["kind"], str(r["split_seed"]), r["arm"], "error: " + r["error"][-80:].replace("|", "/")
-                .replace("\n", " ")] + ["-"] * 7
+                .replace("\n", " ")] + ["-"] * 8
     g = r.get("gepa") or {}
     vs = g.get("ours_minus_gepa")
     accepted = ", ".join(e["origin"] for e in r.get("accepted_edits", [])) or "none"
     return [r["family"], r["kind"], str(r["split_seed"]), r["arm"], _score(r.get("seed_test")), _score(r.get("best_test")),
             _ci(r.get("test_delta")), f"{r.get('test_wins', '-')}/{r.get('test_losses', '-')}", accepted,
+            "; ".join(f"{k} {n}" for k, n in r["proposed"].items()) or "none" if "proposed" in r else "-",
             str(r.get("best_skill_tokens", "-")), "yes" if r.get("copied_eval_text") else "no",
             (_ci(g.get("test_delta")) if g and "error" not in g else "-") + (f"; ours - GEPA {_ci(vs)}" if vs else "")]
 
 
 HEAD = ["family", "kind", "split seed", "arm", "seed skill (test)", "best skill (test)", "best - seed [95% CI]",
-        "tasks won/lost", "accepted edits (kind)", "best skill tokens", "copies val/test text", "GEPA best - seed"]
+        "tasks won/lost", "accepted edits (kind)", "candidates (kind: how far)", "best skill tokens", "copies val/test text", "GEPA best - seed"]
 
 
 def suite_part(doc: dict) -> list[str]:
@@ -58,7 +59,7 @@ def suite_part(doc: dict) -> list[str]:
         rows = [_row(r) for r in runs]
         out += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)] + ["| " + " | ".join(x) + " |" for x in rows]
         quoted = [(r["family"], r["split_seed"], r["arm"], e) for r in runs for e in r.get("accepted_edits", [])
-                  if e["origin"] in ("rules", "reflection", "merge", "ablation")]
+                  if e["origin"] in ("rules", "form-rule", "reflection", "merge", "ablation")]
         if quoted:
             out += ["", "What the accepted reflection and rule edits say:", ""]
             for fam, seed, arm, e in quoted:

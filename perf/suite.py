@@ -103,6 +103,18 @@ def accepted_edits(run: Path) -> list[dict]:
     return out
 
 
+def proposed(run: Path) -> dict[str, int]:
+    """How far each kind of candidate got, counted over the run's steps ("demonstration: accepted": 1):
+    a kind that was never proposed is as telling as one that was rejected."""
+    out: dict[str, int] = {}
+    for path in sorted((run / "steps").glob("*/candidates.json")):
+        doc = json.loads(path.read_text())
+        for c in doc["candidates"] if isinstance(doc, dict) else doc:
+            key = f"{c['origin']}: {c.get('status')}"
+            out[key] = out.get(key, 0) + 1
+    return out
+
+
 def copied_eval_text(run: Path, benchmark: str, seed: int) -> list[str]:
     """Runs of 6 words the best skill shares with a validation or test task (none is allowed)."""
     from skillopt.benchmarks import get_benchmark
@@ -173,7 +185,8 @@ def learned(run: Path, family: str, seed: int) -> dict:
     """What the run learned: the accepted edits by kind, the best skill's size, copied eval text."""
     from skillopt.skill import Skill
 
-    return {"accepted_edits": accepted_edits(run), "copied_eval_text": copied_eval_text(run, family, seed),
+    return {"accepted_edits": accepted_edits(run), "proposed": proposed(run),
+            "copied_eval_text": copied_eval_text(run, family, seed),
             "best_skill_tokens": Skill.parse((run / "best_skill.md").read_text()).tokens()}
 
 
