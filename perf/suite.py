@@ -71,6 +71,7 @@ METHOD = ["train.rules_per_step=2"]
 ARMS: dict[str, list[str]] = {
     "ours": METHOD,
     "template-off": [*METHOD, "train.template=none"],
+    "template-learned": [*METHOD, "train.template=learned"],  # the optimizer writes the reply's shape
     "no-rules": ["train.rules_per_step=0"],
     "no-demonstrations": [*METHOD, "train.demonstrations=false"],
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],

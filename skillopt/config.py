@@ -75,8 +75,9 @@ class TrainConfig(_Frozen):
     procedure: bool = True
     trajectory_demonstration: bool = True
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
-    # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral
-    template: Literal["none", "working-first"] = "working-first"
+    # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral;
+    # "learned": the optimizer writes the reply's shape the teacher is asked and the example opens with
+    template: Literal["none", "working-first", "learned"] = "working-first"
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
     seed_cache: bool = True

@@ -25,9 +25,10 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
-from skillopt.optimizer.template import WORKING_FIRST, Template
+from skillopt.optimizer.reply_shape import learned_shape
+from skillopt.optimizer.template import LEARNED, WORKING_FIRST, Template
 from skillopt.prompts import chat_system
-from skillopt.record import Candidate
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
 
 SECTION = "Worked example"
@@ -71,23 +72,32 @@ class DemonstrationProposer:
         self.used: set[str] = set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> Proposal:
-        found = self._own_successes(state) + await self._teacher(state)
+        show_work, follow, notes = self.template.show_work, self.template.follow, []
+        if self.template.name == LEARNED.name and self.teacher is not None:
+            shape, note = await learned_shape(self.models, self.teacher, state.scored, state.tasks, state.skill,
+                                              self.max_tokens)
+            notes = [Reflection(minibatch=[r.task_id for r in state.scored if r.failed][:4], analysis=note,
+                                error=None if shape else note)]
+            if shape:
+                show_work, follow = shape, f"Reply the way this example does: {shape}"
+        found = self._own_successes(state) + await self._teacher(state, show_work)
         if not found:
-            return Proposal()
+            return Proposal(reflections=notes)
         task, reply, how = min(found, key=lambda f: len(f[1].strip()))
         self.used.add(task.id)
-        edit = demonstration_edit(state.skill, task, reply, self.template.follow)
+        edit = demonstration_edit(state.skill, task, reply, follow)
         failed = [r.task_id for r in state.scored if r.failed and r.task_id != task.id]
+        why = f"worked example ({how}) from train task {task.id}" + "".join(f"; {n.analysis}" for n in notes)
         return Proposal([Candidate(id="", step=state.step, origin="demonstration", parent=state.version, edits=[edit],
-                                   rationale=f"worked example ({how}) from train task {task.id}",
-                                   sources=failed[:4] or [r.task_id for r in state.scored][:4])])
+                                   rationale=why, sources=failed[:4] or [r.task_id for r in state.scored][:4])],
+                        notes)
 
     def _own_successes(self, state: SearchState) -> list[tuple[Task, str, str]]:
         return [(state.tasks[r.task_id], r.output, "the target's own rollout") for r in state.scored
                 if not r.failed and not r.error and _usable(r.output)
                 and r.task_id in state.tasks and r.task_id not in self.used]
 
-    async def _teacher(self, state: SearchState) -> list[tuple[Task, str, str]]:
+    async def _teacher(self, state: SearchState, show_work: str) -> list[tuple[Task, str, str]]:
         """The optimizer solves up to `attempts` failed train tasks at once, showing its work; the
         replies the scorer marks correct."""
         teacher = self.teacher
@@ -96,15 +106,15 @@ class DemonstrationProposer:
         tasks = [state.tasks[r.task_id] for r in state.scored
                  if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
                  and r.task_id not in self.used][: self.attempts]
-        replies = await asyncio.gather(*[self._solve(teacher, state.skill, t) for t in tasks])
+        replies = await asyncio.gather(*[self._solve(teacher, state.skill, t, show_work) for t in tasks])
         return [(t, r, "solved by the optimizer model and checked by the scorer") for t, r in zip(tasks, replies)
                 if r and _usable(r) and await self._correct(t, r)]
 
-    async def _solve(self, teacher: ModelSpec, skill: Skill, task: Task) -> str | None:
+    async def _solve(self, teacher: ModelSpec, skill: Skill, task: Task, show_work: str) -> str | None:
         from skillopt.errors import ModelCallError
 
         system = chat_system(skill)
-        user = f"{task.prompt}\n\n{self.template.show_work}".strip()
+        user = f"{task.prompt}\n\n{show_work}".strip()
         req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
                           max_tokens=self.max_tokens, temperature=0.0)
         try:

@@ -5,8 +5,9 @@ in this code: what the teacher is asked on top of a task, the line that opens a 
 and the first angle of reflection. `working-first` is the chain-of-thought template that produced
 every GSM8K lift measured before the development suite (perf/results/quality*.json): it tells the
 target to write numbered steps before its answer. `none` keeps each of those neutral, so a lift
-measured with it belongs to what the optimizer found in the traces. perf/suite.py's ablation
-measures both.
+measured with it belongs to what the optimizer found in the traces. `learned` has the optimizer
+write the reply's shape that the teacher is asked and the worked example opens with
+(`optimizer/reply_shape.py`). perf/suite.py's ablation measures each.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-TemplateName = Literal["none", "working-first"]
-TEMPLATES: tuple[str, ...] = ("none", "working-first")
+TemplateName = Literal["none", "working-first", "learned"]
+TEMPLATES: tuple[str, ...] = ("none", "working-first", "learned")
 
 
 @dataclass(frozen=True)
@@ -46,5 +47,10 @@ NONE = Template(
 )
 
 
+# the optimizer writes the reply's shape each step (optimizer/reply_shape.py): the teacher is asked it and
+# the worked example opens with it; until it has written one, and for the reflections, the neutral wording
+LEARNED = Template(name="learned", show_work=NONE.show_work, follow=NONE.follow, shape_focus=NONE.shape_focus)
+
+
 def template(name: str) -> Template:
-    return {t.name: t for t in (WORKING_FIRST, NONE)}[name]
+    return {t.name: t for t in (WORKING_FIRST, NONE, LEARNED)}[name]

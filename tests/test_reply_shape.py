@@ -1,0 +1,101 @@
+"""`train.template=learned`: the optimizer writes the reply's shape (optimizer/reply_shape.py),
+the teacher is asked it and the worked example opens with it; with `none` the same teacher answers
+bare and no example can be made, as the 1.5B did on GSM8K."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import pytest
+
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_search import run_args, useless_reflection
+from tests.test_train_e2e import code_tasks
+
+SHAPE = "Write what you know about the item first, on its own line, then the code."
+
+
+class ShapeTeacher:
+    """The optimizer, asked for the reply's shape, states SHAPE after reading the failed replies
+    beside the expected answers (or a scorer-speaking or copying one, by `shape`); as the teacher it
+    works first only when its prompt asks for that shape, else it answers bare (no example can show
+    a bare answer). The target solves a task only with a worked example in its skill."""
+
+    def __init__(self, shape: str = SHAPE):
+        self.shape = shape
+        self.lock = threading.Lock()
+        self.shape_prompts: list[str] = []
+        self.teacher_prompts: list[str] = []
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return useless_reflection()
+        if "how to write its reply to tasks of one kind" in user:
+            with self.lock:
+                self.shape_prompts.append(user)
+            shown = re.search(r"Expected answer: (ZETA-\d+)", user).group(1)
+            return FakeReply(text=json.dumps({"shape": self.shape.replace("<SHOWN>", shown)}))
+        m = re.search(r"item (\d+)", user)
+        if req.model == "fake-opt" and m:
+            with self.lock:
+                self.teacher_prompts.append(user)
+            if SHAPE in user:
+                return FakeReply(text=f"Item {m.group(1)} has a code.\nAnswer: ZETA-{m.group(1)}")
+            return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
+        if "## Worked example" in req.system and m:
+            return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
+        return FakeReply(text="Answer: unknown")
+
+
+def _run(tmp_path, script, name: str, template: str):
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, name, "--set", "train.consolidate=false", "--set",
+                             "train.rules_per_step=0", "--set", f"train.template={template}", epochs=1),
+                    tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / name
+    return run, json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+
+
+def test_the_shape_the_optimizer_writes_is_what_the_teacher_is_asked_and_the_example_opens_with(tmp_path):
+    script = ShapeTeacher()
+    run, cands = _run(tmp_path, script, "learned", "learned")
+    assert len(script.shape_prompts) == 1  # one call a step
+    assert "Expected answer: ZETA-" in script.shape_prompts[0] and "Agent's reply (end): Answer: unknown" in \
+        script.shape_prompts[0]
+    assert script.teacher_prompts and all(u.endswith(SHAPE) for u in script.teacher_prompts)
+    demo = next(c for c in cands if c["origin"] == "demonstration")
+    assert demo["status"] == "accepted", demo
+    assert demo["edits"][0]["text"].split("\n\n")[1] == f"Reply the way this example does: {SHAPE}"
+    assert demo["rationale"].endswith(f"; reply shape written by the optimizer: {SHAPE}")
+    notes = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
+    assert any(n["analysis"] == f"reply shape written by the optimizer: {SHAPE}" and n["error"] is None
+               for n in notes)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["best"]["test"]["hard"] == 1.0 and summary["scores"]["seed"]["test"]["hard"] == 0.0
+
+
+def test_with_the_template_off_the_bare_teacher_gives_no_example(tmp_path):
+    script = ShapeTeacher()
+    _, cands = _run(tmp_path, script, "none", "none")
+    assert not script.shape_prompts and script.teacher_prompts
+    assert all(c["origin"] != "demonstration" for c in cands)
+
+
+@pytest.mark.parametrize("shape, why", [
+    ("Make the reply match the expected answer exactly.", "speaks of the expected answers"),
+    ("Write the code the way <SHOWN> is written, then stop.", "reference answer"),  # a shown task's answer
+])
+def test_a_shape_the_agent_cannot_follow_or_that_copies_a_task_is_not_used(tmp_path, shape, why):
+    script = ShapeTeacher(shape)
+    run, cands = _run(tmp_path, script, "bad", "learned")
+    assert script.shape_prompts and script.teacher_prompts
+    assert all(shape.split("<")[0] not in u for u in script.teacher_prompts)
+    assert all(c["origin"] != "demonstration" for c in cands)  # the teacher, asked neutrally, answered bare
+    notes = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
+    assert any(why in (n["error"] or "") for n in notes), notes
