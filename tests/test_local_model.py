@@ -302,6 +302,14 @@ def test_threads_follow_the_free_cpus():
     assert threads_for(8, 6.2) == (2, 8)
 
 
+def test_niced_work_is_free_time_only_for_a_server_at_normal_priority():
+    from skillopt.models.local.registry import cpu_times
+
+    line = "cpu  4000 300 500 700 20 0 10 30 0 0"  # user nice system idle iowait irq softirq steal
+    assert cpu_times(line, nice_is_free=False) == (5560, 720)
+    assert cpu_times(line, nice_is_free=True) == (5560, 1020)
+
+
 def test_busy_cpus_sees_another_process_spinning():
     from skillopt.models.local.registry import busy_cpus
 

@@ -138,13 +138,24 @@ def threads_for(cpus: int, busy: float) -> tuple[int, int]:
     return max(1, min(generation, free)), max(1, min(16, cpus))
 
 
+def cpu_times(line: str, nice_is_free: bool) -> tuple[int, int]:
+    """(all, free) jiffies of /proc/stat's first line: free is idle + iowait, and the time of work
+    started with `nice` when `nice_is_free` (it gives way to a server at normal priority, whose
+    threads then rarely wait for a core)."""
+    values = [int(v) for v in line.split()[1:]]
+    free = values[3] + (values[4] if len(values) > 4 else 0)
+    return sum(values), free + (values[1] if nice_is_free else 0)
+
+
 def busy_cpus(cpus: int, sample_s: float = 0.25) -> float:
     """About how many CPUs other work keeps busy now: from /proc/stat over `sample_s` seconds on
-    Linux (the load average lags a minute behind), else the 1-minute load average."""
+    Linux (the load average lags a minute behind), else the 1-minute load average. Niced work is
+    not counted when this process runs at normal priority (the server it starts inherits that)."""
+    nice_is_free = hasattr(os, "nice") and os.nice(0) <= 0
+
     def totals() -> tuple[int, int]:
         with open("/proc/stat") as f:
-            values = [int(v) for v in f.readline().split()[1:]]
-        return sum(values), values[3] + (values[4] if len(values) > 4 else 0)  # all, idle + iowait
+            return cpu_times(f.readline(), nice_is_free)
 
     try:
         total0, idle0 = totals()
