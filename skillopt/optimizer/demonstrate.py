@@ -73,7 +73,7 @@ class DemonstrationProposer:
 
     async def propose(self, state: SearchState) -> Proposal:
         show_work, follow, notes = self.template.show_work, self.template.follow, []
-        if self.template.name == LEARNED.name and self.teacher is not None:
+        if self.template.name == LEARNED.name and self.teacher is not None and self.harness == "chat":
             shape, note = await learned_shape(self.models, self.teacher, state.scored, state.tasks, state.skill,
                                               self.max_tokens)
             notes = [Reflection(minibatch=[r.task_id for r in state.scored if r.failed][:4], analysis=note,
