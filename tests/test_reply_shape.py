@@ -51,6 +51,15 @@ class ShapeTeacher:
         return FakeReply(text="Answer: unknown")
 
 
+def test_a_shape_cut_by_the_reply_cap_keeps_its_whole_sentences():
+    from skillopt.optimizer.reply_shape import whole_sentences
+
+    cut = "Write the steps first. 1. Analyze the given information. 2. Use it to calculate. 3. Verify the"
+    assert whole_sentences(cut) == "Write the steps first. 1. Analyze the given information. 2. Use it to calculate."
+    assert whole_sentences("Write the steps first.") == "Write the steps first."
+    assert whole_sentences("Write the steps first and then") == "Write the steps first and then"
+
+
 def _run(tmp_path, script, name: str, template: str):
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     with FakeModelServer(script) as srv:

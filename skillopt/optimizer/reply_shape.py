@@ -14,6 +14,7 @@ to the neutral wording of `none`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -43,6 +44,15 @@ def _tail(text: str) -> str:
     return text if len(text) <= TAIL else "... " + text[-TAIL:]
 
 
+def whole_sentences(text: str) -> str:
+    """The text up to its last full stop when a reply cap cut it mid-sentence (a skill a user keeps
+    does not end in half a word); as it is when no sentence ends in it."""
+    if text.endswith((".", "!", "?")):
+        return text
+    ends = [m.start() for m in re.finditer(r"(?<![0-9])[.!?](?= )", text)]  # "2. " numbers a step, ends nothing
+    return text[:ends[-1] + 1] if ends and ends[-1] >= 15 else text
+
+
 async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[ScoredRollout], tasks: dict[str, Task],
                         skill: Skill, max_tokens: int | None = None) -> tuple[str | None, str]:
     """(the instruction, or None; what happened), from this step's failed train rollouts."""
@@ -58,7 +68,7 @@ async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[Scored
                                    max_tokens=max_tokens, temperature=0.0, json_schema=schema)
     if isinstance(reply, StructuredFailure):
         return None, f"the optimizer wrote no shape: {reply.error}"
-    shape = " ".join(reply.shape.split())[:MAX_SHAPE_CHARS]
+    shape = whole_sentences(" ".join(reply.shape.split())[:MAX_SHAPE_CHARS])
     if len(shape) < 15:
         return None, "the optimizer wrote no shape"
     if speaks_of_the_scorer(shape):
