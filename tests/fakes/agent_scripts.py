@@ -27,7 +27,9 @@ def shell_call(req: FakeRequest, command: str) -> ToolCall:
     if "Bash" in names:
         return ToolCall("Bash", {"command": command, "description": "run a command"})
     if "exec_command" in names:
-        return ToolCall("exec_command", {"cmd": command})
+        # Codex returns after yield_time_ms with the command still running ("Process running with session
+        # ID N"); a scripted command waits up to 30 s, so a loaded machine does not change the transcript
+        return ToolCall("exec_command", {"cmd": command, "yield_time_ms": 30000})
     if "shell_command" in names:
         return ToolCall("shell_command", {"command": command})
     return ToolCall("shell", {"command": ["bash", "-lc", command]})
