@@ -6,6 +6,7 @@ leaves its transcript where it always does (`<ws>/.home/.claude/projects/...`,
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 from collections.abc import Callable, Sequence
@@ -89,6 +90,10 @@ def repo(ws: Path, files: dict[str, str] | None = None) -> str:
     for rel, text in (files or {"calc.py": CALC, "test_calc.py": TEST}).items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
+        # written long ago: a fix of the same size made within the second of the first test run would
+        # otherwise keep the .pyc that run wrote (Python checks the source's size and mtime in seconds),
+        # and the test after the fix failed (about 1 session in 5, on an idle machine)
+        os.utime(ws / rel, (1_000_000_000, 1_000_000_000))
     return base_commit(ws, "base")
 
 

@@ -317,3 +317,11 @@ def test_verify_runs_each_test_check_on_its_start_state(home):
     tests = [t.check for t in result.tasks if t.check.kind == "test_command"]
     assert [c.confidence for c in tests] == ["low", "low"]
     assert all(c.why.endswith("verified: it passes on the start state unchanged") for c in tests)
+
+
+def test_a_test_command_is_known_with_the_interpreters_options_before_its_module():
+    from skillopt.harvest.mine import is_test_command
+
+    assert all(is_test_command(c) for c in ("python3 -B -m unittest -q", "python -X dev -m pytest -q",
+                                           "python -W error -B -m pytest tests", "python3.11 -m pytest"))
+    assert not any(is_test_command(c) for c in ("python3 -c 'import calc'", "python3 -B calc.py"))

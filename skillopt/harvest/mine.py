@@ -25,7 +25,7 @@ from skillopt.harvest.schema import Check, HarvestedTask, SessionRef, Signal, St
 from skillopt.harvest.sessions import Call, Message, Session
 
 TEST_COMMAND = re.compile(
-    r"(^|[\s;&|(])(pytest|py\.test|python[0-9.]*\s+-m\s+(pytest|unittest)|tox|nox|(npm|pnpm|yarn|bun)\s+(run\s+)?test"
+    r"(^|[\s;&|(])(pytest|py\.test|python[0-9.]*(?:\s+-[XW]\s+\S+|\s+-[A-Za-ln-z]\S*)*\s+-m\s+(pytest|unittest)|tox|nox|(npm|pnpm|yarn|bun)\s+(run\s+)?test"
     r"|npx\s+(jest|vitest|mocha)|jest|vitest|go\s+test|cargo\s+(test|nextest)|make\s+(test|check)|ctest|mvn\s+test"
     r"|gradle\w*\s+test|\./gradlew\s+test|rspec|phpunit|dotnet\s+test|mix\s+test|swift\s+test)\b")
 CORRECTION = re.compile(
