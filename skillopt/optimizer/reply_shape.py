@@ -25,23 +25,17 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.leakage import LeakageCheck
-from skillopt.optimizer.rules import speaks_of_the_scorer
+from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.prompts import render
 from skillopt.skill import Skill
 
 SHOWN_FAILURES = 4
 MAX_SHAPE_CHARS = 300
-TAIL = 300  # characters of a reply shown: its end
 
 
 class ShapeReply(BaseModel):
     shape: str = Field("", description="how a reply to tasks of this kind should be written")
-
-
-def _tail(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= TAIL else "... " + text[-TAIL:]
 
 
 def whole_sentences(text: str) -> str:
@@ -60,7 +54,7 @@ async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[Scored
     if not failures:
         return None, "no failed train rollout to read"
     passes = [r for r in scored if not r.failed and not r.error][:1]
-    prompt = render("reply_shape.md.j2", failures=failures, passes=passes, tail=_tail)
+    prompt = render("reply_shape.md.j2", failures=failures, passes=passes, tail=reply_tail)
     schema = ShapeReply.model_json_schema()
     schema["properties"]["shape"].update(minLength=15, maxLength=MAX_SHAPE_CHARS)
     schema["required"] = ["shape"]

@@ -110,9 +110,9 @@ _INSTRUCTION_GRAMS: dict[int, set[tuple[str, ...]]] = {}
 
 def _instruction_grams(n: int) -> set[tuple[str, ...]]:
     if n not in _INSTRUCTION_GRAMS:
-        text = render("rules.md.j2", skill_text="", kind="answer-present", failures=[], passes=[], tail=_tail,
+        text = render("rules.md.j2", skill_text="", kind="answer-present", failures=[], passes=[], tail=reply_tail,
                       rules=[], rejected=[], facts=[])
-        text += " " + render("rules.md.j2", skill_text="", kind="no-answer", failures=[], passes=[], tail=_tail,
+        text += " " + render("rules.md.j2", skill_text="", kind="no-answer", failures=[], passes=[], tail=reply_tail,
                              rules=[], rejected=[], facts=[])
         _INSTRUCTION_GRAMS[n] = _grams(text, n)
     return _INSTRUCTION_GRAMS[n]
@@ -212,7 +212,8 @@ def reply_schema() -> dict:
     return schema
 
 
-def _tail(text: str) -> str:
+def reply_tail(text: str) -> str:
+    """The end of a reply, where its answer is, as the optimizer's prompts show it."""
     text = text.strip()
     return text if len(text) <= REPLY_TAIL else "... " + text[-REPLY_TAIL:]
 
@@ -246,7 +247,7 @@ class RuleProposer:
         shown = _window(cluster.failures, k)
         ids = [r.task_id for r in shown]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
-                        passes=passes[:SHOWN_PASSES], tail=_tail, rules=rules_in(state.skill),
+                        passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
                         facts=answer_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
