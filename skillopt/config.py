@@ -23,6 +23,7 @@ from skillopt.benchmarks.base import SplitSizes
 from skillopt.errors import BadInput
 from skillopt.harness.base import Limits
 from skillopt.models.meter import Budget
+from skillopt.optimizer.template import TemplateName
 from skillopt.io.files import read_user_text
 from skillopt.io.redact import redact
 
@@ -77,7 +78,7 @@ class TrainConfig(_Frozen):
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral;
     # "learned": the optimizer writes the reply's shape the teacher is asked and the example opens with
-    template: Literal["none", "working-first", "learned"] = "working-first"
+    template: TemplateName = "working-first"
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
     seed_cache: bool = True

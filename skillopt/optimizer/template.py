@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 TemplateName = Literal["none", "working-first", "learned"]
-TEMPLATES: tuple[str, ...] = ("none", "working-first", "learned")
 
 
 @dataclass(frozen=True)
