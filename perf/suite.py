@@ -88,15 +88,18 @@ def commit() -> tuple[str, bool]:
     return head, not dirty
 
 
-def accepted_edits(run: Path) -> list[dict]:
-    """Every accepted candidate of a run: its kind and its edits' text (what the skill learned)."""
-    out = []
+def candidates(run: Path):
+    """(step, candidate) for every candidate a run recorded, step by step."""
     for path in sorted((run / "steps").glob("*/candidates.json")):
         doc = json.loads(path.read_text())
         for c in doc["candidates"] if isinstance(doc, dict) else doc:
-            if c.get("status") == "accepted":
-                out.append({"step": path.parent.name, "origin": c["origin"],
-                            "edits": [e["text"] for e in c["edits"]]})
+            yield path.parent.name, c
+
+
+def accepted_edits(run: Path) -> list[dict]:
+    """Every accepted candidate of a run: its kind and its edits' text (what the skill learned)."""
+    out = [{"step": step, "origin": c["origin"], "edits": [e["text"] for e in c["edits"]]}
+           for step, c in candidates(run) if c.get("status") == "accepted"]
     for path in sorted((run / "consolidation").glob("*.json")) if (run / "consolidation").exists() else []:
         doc = json.loads(path.read_text())
         if (doc.get("gate") or {}).get("accepted"):
@@ -108,11 +111,9 @@ def proposed(run: Path) -> dict[str, int]:
     """How far each kind of candidate got, counted over the run's steps ("demonstration: accepted": 1):
     a kind that was never proposed is as telling as one that was rejected."""
     out: dict[str, int] = {}
-    for path in sorted((run / "steps").glob("*/candidates.json")):
-        doc = json.loads(path.read_text())
-        for c in doc["candidates"] if isinstance(doc, dict) else doc:
-            key = f"{c['origin']}: {c.get('status')}"
-            out[key] = out.get(key, 0) + 1
+    for _, c in candidates(run):
+        key = f"{c['origin']}: {c.get('status')}"
+        out[key] = out.get(key, 0) + 1
     return out
 
 
