@@ -72,6 +72,8 @@ ARMS: dict[str, list[str]] = {
     "ours": METHOD,
     "template-off": [*METHOD, "train.template=none"],
     "template-learned": [*METHOD, "train.template=learned"],  # the optimizer writes the reply's shape
+    # the optimizer's reply shape as an instruction only: no worked example shows it
+    "shape-only": [*METHOD, "train.template=learned", "train.demonstrations=false"],
     "no-rules": ["train.rules_per_step=0"],
     "no-demonstrations": [*METHOD, "train.demonstrations=false"],
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],

@@ -79,6 +79,9 @@ class TrainConfig(_Frozen):
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral;
     # "learned": the optimizer writes the reply's shape the teacher is asked and the example opens with
     template: TemplateName = "working-first"
+    # with template "learned": the optimizer's reply shape is also a candidate on its own, as the skill's
+    # "How to reply" section, once the teacher following it solved a failed train task (origin "shape")
+    shape_edit: bool = True
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
     seed_cache: bool = True

@@ -118,9 +118,10 @@ class ScreenResult(BaseModel):
 
 
 # "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py);
-# "form-rule": a rule of answer form chosen by the expected answers, in fixed wording (optimizer/form.py)
+# "form-rule": a rule of answer form chosen by the expected answers, in fixed wording (optimizer/form.py);
+# "shape": the reply's shape the optimizer wrote from the failed traces, verified by the teacher (reply_shape.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
-                 "trajectory-reflection", "procedure", "trajectory-demonstration", "form-rule"]
+                 "trajectory-reflection", "procedure", "trajectory-demonstration", "form-rule", "shape"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

@@ -24,8 +24,8 @@ class ShapeTeacher:
     works first only when its prompt asks for that shape, else it answers bare (no example can show
     a bare answer). The target solves a task only with a worked example in its skill."""
 
-    def __init__(self, shape: str = SHAPE):
-        self.shape = shape
+    def __init__(self, shape: str = SHAPE, follows: str = "## Worked example", teacher_solves: bool = True):
+        self.shape, self.follows, self.teacher_solves = shape, follows, teacher_solves
         self.lock = threading.Lock()
         self.shape_prompts: list[str] = []
         self.teacher_prompts: list[str] = []
@@ -44,9 +44,10 @@ class ShapeTeacher:
             with self.lock:
                 self.teacher_prompts.append(user)
             if SHAPE in user:
-                return FakeReply(text=f"Item {m.group(1)} has a code.\nAnswer: ZETA-{m.group(1)}")
+                answer = f"ZETA-{m.group(1)}" if self.teacher_solves else "unknown"
+                return FakeReply(text=f"Item {m.group(1)} has a code.\nAnswer: {answer}")
             return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
-        if "## Worked example" in req.system and m:
+        if self.follows in req.system and m:
             return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
         return FakeReply(text="Answer: unknown")
 
@@ -60,11 +61,11 @@ def test_a_shape_cut_by_the_reply_cap_keeps_its_whole_sentences():
     assert whole_sentences("Write the steps first and then") == "Write the steps first and then"
 
 
-def _run(tmp_path, script, name: str, template: str):
+def _run(tmp_path, script, name: str, template: str, *more: str):
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     with FakeModelServer(script) as srv:
         r = run_cli(run_args(data, srv.openai_url, name, "--set", "train.consolidate=false", "--set",
-                             "train.rules_per_step=0", "--set", f"train.template={template}", epochs=1),
+                             "train.rules_per_step=0", "--set", f"train.template={template}", *more, epochs=1),
                     tmp_path, cli_env(tmp_path))
     assert r.returncode == 0, r.stderr
     run = tmp_path / "runs" / name
@@ -108,3 +109,39 @@ def test_a_shape_the_agent_cannot_follow_or_that_copies_a_task_is_not_used(tmp_p
     assert all(c["origin"] != "demonstration" for c in cands)  # the teacher, asked neutrally, answered bare
     notes = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
     assert any(why in (n["error"] or "") for n in notes), notes
+
+
+def test_the_shape_alone_is_a_candidate_the_gate_keeps_when_the_target_follows_it(tmp_path):
+    """No worked example (demonstrations off): the optimizer's shape, verified by the teacher on the
+    failed train tasks, goes into the skill as its "How to reply" section, and the target that
+    follows such an instruction solves the tasks: the gate accepts it and test goes 0 -> 1."""
+    script = ShapeTeacher(follows="## How to reply")
+    run, cands = _run(tmp_path, script, "shape", "learned", "--set", "train.demonstrations=false")
+    assert len(script.shape_prompts) == 1 and script.teacher_prompts
+    (shape,) = [c for c in cands if c["origin"] == "shape"]
+    assert shape["status"] == "accepted", shape
+    assert shape["edits"][0]["text"] == f"## How to reply\n\n{SHAPE}\n"
+    solved = shape["edits"][0]["evidence"]
+    assert solved and shape["sources"][:len(solved)] == solved  # screened first on the tasks the teacher solved
+    assert f"solved {len(solved)} of {len(script.teacher_prompts)} failed train tasks" in shape["rationale"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["best"]["test"]["hard"] == 1.0 and summary["scores"]["seed"]["test"]["hard"] == 0.0
+    assert f"## How to reply\n\n{SHAPE}" in (run / "best_skill.md").read_text()
+
+
+def test_a_shape_the_teacher_cannot_solve_with_is_not_proposed(tmp_path):
+    """The self-verification: asked the shape, the teacher solved none of the failed train tasks, so
+    the shape is no candidate, and the step's notes say why; `train.shape_edit=false` proposes none
+    even when it would verify."""
+    script = ShapeTeacher(follows="## How to reply", teacher_solves=False)
+    run, cands = _run(tmp_path, script, "unverified", "learned", "--set", "train.demonstrations=false")
+    assert script.shape_prompts and script.teacher_prompts
+    assert all(c["origin"] != "shape" for c in cands)
+    notes = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
+    tried = len(script.teacher_prompts)
+    assert any(n["error"] == f"shape not proposed: the teacher asked it solved 0 of {tried} failed train tasks"
+               for n in notes), notes
+    off = ShapeTeacher(follows="## How to reply")
+    _, cands = _run(tmp_path, off, "off", "learned", "--set", "train.demonstrations=false",
+                    "--set", "train.shape_edit=false")
+    assert not off.teacher_prompts and all(c["origin"] != "shape" for c in cands)

@@ -13,14 +13,15 @@ from skillopt.engine.events import Emitter, Note
 from skillopt.harness.base import discovers_skill
 from skillopt.optimizer.agent import ProcedureProposer, TrajectoryDemonstrationProposer, TrajectoryReflectionProposer
 from skillopt.optimizer.credit import AblationProposer
-from skillopt.optimizer.demonstrate import DemonstrationProposer
+from skillopt.optimizer.demonstrate import DemonstrationProposer, Teacher
 from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.form import FormRuleProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
 from skillopt.optimizer.rules import RuleProposer, split_quotes
-from skillopt.optimizer.template import template
+from skillopt.optimizer.reply_shape import ShapeProposer, Shapes
+from skillopt.optimizer.template import LEARNED, template
 from skillopt.record import Candidate
 from skillopt.skill import Skill
 
@@ -49,9 +50,15 @@ def build_proposers(ctx: Context) -> list[Proposer]:
     agent = discovers_skill(ctx.runner.harness)
     if agent:
         out += agent_proposers(ctx)
+    # the teacher (the optimizer model solving failed train tasks) serves question tasks with the chat harness
+    teacher = (Teacher(ctx.models, ctx.optimizer, ctx.benchmark, max_tokens=ctx.runner.limits.max_tokens)
+               if ctx.optimizer is not None and ctx.cfg.harness == "chat" else None)
+    shapes = (Shapes(ctx.models, ctx.optimizer, ctx.runner.limits.max_tokens)
+              if teacher is not None and cfg.template == LEARNED.name else None)
     if cfg.demonstrations and not (agent and cfg.trajectory_demonstration):
-        out.append(DemonstrationProposer(ctx.models, ctx.optimizer, ctx.benchmark, ctx.cfg.harness,
-                                         max_tokens=ctx.runner.limits.max_tokens, template=tpl))
+        out.append(DemonstrationProposer(teacher, template=tpl, shapes=shapes))
+    if shapes is not None and teacher is not None and cfg.shape_edit:
+        out.append(ShapeProposer(shapes, teacher))
     if cfg.merge:
         out.append(MergeProposer())
     if cfg.ablations_per_step > 0:

@@ -75,6 +75,7 @@ def candidates_per_step(cfg: RunConfig, agent: bool) -> int:
     n += int(t.description)
     if agent:
         n += t.trajectory_reflections + int(t.procedure) + int(t.trajectory_demonstration)
+    n += int(t.template == "learned" and t.shape_edit and not agent)  # the optimizer's reply shape on its own
     return n + int(t.demonstrations and not (agent and t.trajectory_demonstration))
 
 

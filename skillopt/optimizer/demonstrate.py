@@ -25,10 +25,10 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
-from skillopt.optimizer.reply_shape import learned_shape
+from skillopt.optimizer.reply_shape import Shapes
 from skillopt.optimizer.template import LEARNED, WORKING_FIRST, Template
 from skillopt.prompts import chat_system
-from skillopt.record import Candidate, Reflection
+from skillopt.record import Candidate
 from skillopt.skill import Skill
 
 SECTION = "Worked example"
@@ -61,23 +61,70 @@ def demonstration_edit(skill: Skill, task: Task, reply: str, follow: str = WORKI
     return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=[task.id])
 
 
+class Teacher:
+    """The optimizer model solving up to `attempts` of a step's failed train tasks under the skill and
+    one instruction (DSPy's teacher), and the replies the scorer accepts. The worked example and the
+    shape candidate (optimizer/reply_shape.py) ask for the same solutions: each step and instruction
+    is solved once and shared."""
+
+    def __init__(self, models: Models, spec: ModelSpec, benchmark: Benchmark, max_tokens: int | None = None,
+                 attempts: int = ATTEMPTS):
+        self.models, self.spec, self.benchmark = models, spec, benchmark
+        self.max_tokens, self.attempts = max_tokens, attempts
+        self.used: set[str] = set()  # task ids already made into an example: not attempted again
+        self._solved: dict[tuple[int, str], asyncio.Future[list[tuple[Task, str]]]] = {}
+
+    def tried(self, state: SearchState) -> list[Task]:
+        return [state.tasks[r.task_id] for r in state.scored
+                if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
+                and r.task_id not in self.used][: self.attempts]
+
+    async def solved(self, state: SearchState, show_work: str) -> list[tuple[Task, str]]:
+        """(task, reply) for each tried task whose reply the scorer marks correct."""
+        key = (state.step, show_work)
+        if key not in self._solved:
+            self._solved = {k: f for k, f in self._solved.items() if k[0] == state.step}
+            self._solved[key] = asyncio.ensure_future(self._solve_all(state, show_work))
+        return await self._solved[key]
+
+    async def _solve_all(self, state: SearchState, show_work: str) -> list[tuple[Task, str]]:
+        tasks = self.tried(state)
+        replies = await asyncio.gather(*[self._solve(state.skill, t, show_work) for t in tasks])
+        return [(t, r) for t, r in zip(tasks, replies) if r and await self._correct(t, r)]
+
+    async def _solve(self, skill: Skill, task: Task, show_work: str) -> str | None:
+        from skillopt.errors import ModelCallError
+
+        system = chat_system(skill)
+        user = f"{task.prompt}\n\n{show_work}".strip()
+        req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
+                          max_tokens=self.max_tokens, temperature=0.0)
+        try:
+            resp = await self.models.chat(self.spec, req, role="optimizer")
+        except ModelCallError:
+            return None
+        return resp.text if resp.text.strip() else None
+
+    async def _correct(self, task: Task, reply: str) -> bool:
+        with tempfile.TemporaryDirectory(prefix="demo-") as ws:
+            score = await self.benchmark.score(task, RolloutOutput(text=reply), Path(ws))
+        return score.hard >= 1.0
+
+
 class DemonstrationProposer:
     name = "demonstration"
 
-    def __init__(self, models: Models, teacher: ModelSpec | None, benchmark: Benchmark, harness: str,
-                 max_tokens: int | None = None, attempts: int = ATTEMPTS, template: Template = WORKING_FIRST):
-        self.models, self.teacher, self.benchmark = models, teacher, benchmark
-        self.harness, self.max_tokens, self.attempts = harness, max_tokens, attempts
-        self.template = template
-        self.used: set[str] = set()  # task ids already made into an example
+    def __init__(self, teacher: Teacher | None, template: Template = WORKING_FIRST, shapes: Shapes | None = None):
+        """`teacher` None: only the target's own successes can be examples (agent harnesses, or no
+        teacher); `shapes`: the step's learned reply shape, under `train.template=learned`."""
+        self.teacher, self.template, self.shapes = teacher, template, shapes
+        self.used: set[str] = teacher.used if teacher else set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> Proposal:
         show_work, follow, notes = self.template.show_work, self.template.follow, []
-        if self.template.name == LEARNED.name and self.teacher is not None and self.harness == "chat":
-            shape, note = await learned_shape(self.models, self.teacher, state.scored, state.tasks, state.skill,
-                                              self.max_tokens)
-            notes = [Reflection(minibatch=[r.task_id for r in state.scored if r.failed][:4], analysis=note,
-                                error=None if shape else note)]
+        if self.template.name == LEARNED.name and self.shapes is not None:
+            shape, note = await self.shapes.of(state)
+            notes = [note]
             if shape:
                 show_work, follow = shape, f"Reply the way this example does: {shape}"
         found = self._own_successes(state) + await self._teacher(state, show_work)
@@ -98,35 +145,11 @@ class DemonstrationProposer:
                 and r.task_id in state.tasks and r.task_id not in self.used]
 
     async def _teacher(self, state: SearchState, show_work: str) -> list[tuple[Task, str, str]]:
-        """The optimizer solves up to `attempts` failed train tasks at once, showing its work; the
-        replies the scorer marks correct."""
-        teacher = self.teacher
-        if teacher is None or self.harness != "chat":
+        """The teacher's correct replies that an example can show."""
+        if self.teacher is None:
             return []
-        tasks = [state.tasks[r.task_id] for r in state.scored
-                 if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
-                 and r.task_id not in self.used][: self.attempts]
-        replies = await asyncio.gather(*[self._solve(teacher, state.skill, t, show_work) for t in tasks])
-        return [(t, r, "solved by the optimizer model and checked by the scorer") for t, r in zip(tasks, replies)
-                if r and _usable(r) and await self._correct(t, r)]
-
-    async def _solve(self, teacher: ModelSpec, skill: Skill, task: Task, show_work: str) -> str | None:
-        from skillopt.errors import ModelCallError
-
-        system = chat_system(skill)
-        user = f"{task.prompt}\n\n{show_work}".strip()
-        req = ChatRequest(messages=(Message(role="system", content=system), Message(role="user", content=user)),
-                          max_tokens=self.max_tokens, temperature=0.0)
-        try:
-            resp = await self.models.chat(teacher, req, role="optimizer")
-        except ModelCallError:
-            return None
-        return resp.text if resp.text.strip() else None
-
-    async def _correct(self, task: Task, reply: str) -> bool:
-        with tempfile.TemporaryDirectory(prefix="demo-") as ws:
-            score = await self.benchmark.score(task, RolloutOutput(text=reply), Path(ws))
-        return score.hard >= 1.0
+        return [(t, r, "solved by the optimizer model and checked by the scorer")
+                for t, r in await self.teacher.solved(state, show_work) if _usable(r)]
 
 
 def _usable(reply: str) -> bool:

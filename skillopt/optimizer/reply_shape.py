@@ -10,12 +10,21 @@ asked on top of each failed task and the line that opens the worked example, so 
 comes from the traces, not from this code. An instruction that speaks of the scorer, or copies a
 shown task (its words, answer, quantities or names), is not used; the demonstration then falls back
 to the neutral wording of `none`.
+
+The same instruction is also a candidate on its own (`ShapeProposer`, origin `shape`,
+`train.shape_edit`): a reflection on the reply's form, written by the optimizer from the failed
+traces and verified before it is proposed. It becomes a candidate only when the teacher, asked it,
+solved at least one of the step's failed train tasks (the self-verification on its evidence); then
+the screen runs the target with it in the skill on those tasks, then the gate. So a lift from the
+instruction alone is measured apart from the worked example that shows it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -25,13 +34,20 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.leakage import LeakageCheck
+from skillopt.optimizer.propose import Proposal, SearchState
+from skillopt.optimizer.reflect import anchor_before_protected
 from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.prompts import render
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
+
+if TYPE_CHECKING:
+    from skillopt.optimizer.demonstrate import Teacher
 
 SHOWN_FAILURES = 4
 MAX_SHAPE_CHARS = 300
+SECTION = "How to reply"  # where a shape candidate puts the instruction
 
 
 class ShapeReply(BaseModel):
@@ -72,3 +88,59 @@ async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[Scored
     if leaks:
         return None, f"the shape {leaks[0]}"
     return shape, f"reply shape written by the optimizer: {shape}"
+
+
+class Shapes:
+    """The step's learned shape: one optimizer call a step, shared by the worked example and the
+    shape candidate (both ask for it in the same step, concurrently)."""
+
+    def __init__(self, models: Models, spec: ModelSpec, max_tokens: int | None = None):
+        self.models, self.spec, self.max_tokens = models, spec, max_tokens
+        self._step: int | None = None
+        self._shape: asyncio.Future[tuple[str | None, str]] | None = None
+
+    async def of(self, state: SearchState) -> tuple[str | None, Reflection]:
+        """(the shape, or None; the note that says what happened, for the step's reflections)."""
+        if self._shape is None or self._step != state.step:
+            self._step = state.step
+            self._shape = asyncio.ensure_future(learned_shape(self.models, self.spec, state.scored, state.tasks,
+                                                              state.skill, self.max_tokens))
+        shape, note = await self._shape
+        failed = [r.task_id for r in state.scored if r.failed][:SHOWN_FAILURES]
+        return shape, Reflection(minibatch=failed, analysis=note, error=None if shape else note)
+
+
+def shape_edit(skill: Skill, shape: str, why: str, evidence: list[str]) -> Edit:
+    """The instruction as the skill's "How to reply" section: replaced when the skill has one, else
+    added before the first protected section."""
+    text = f"## {SECTION}\n\n{shape}\n"
+    if any(s.title == SECTION for s in skill.sections()):
+        return Edit(op="replace", anchor=SECTION, text=text, rationale=why, evidence=evidence)
+    return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=evidence)
+
+
+class ShapeProposer:
+    """The learned shape as an instruction in the skill, once the teacher following it solved failed
+    train tasks (module docstring)."""
+
+    name = "shape"
+
+    def __init__(self, shapes: Shapes, teacher: Teacher):
+        self.shapes, self.teacher = shapes, teacher
+
+    async def propose(self, state: SearchState) -> Proposal:
+        shape, _ = await self.shapes.of(state)  # the worked example records the shape's own note
+        if shape is None:
+            return Proposal()
+        tried = self.teacher.tried(state)
+        solved = [t.id for t, _ in await self.teacher.solved(state, shape)]
+        check = f"the teacher asked it solved {len(solved)} of {len(tried)} failed train tasks"
+        if not solved:
+            return Proposal(reflections=[Reflection(minibatch=[t.id for t in tried], analysis=check,
+                                                    error=f"shape not proposed: {check}")])
+        why = f"reply shape written by the optimizer from the failed train replies; {check} ({', '.join(solved)})"
+        others = [t.id for t in tried if t.id not in solved]
+        edit = shape_edit(state.skill, shape, why, solved)
+        return Proposal([Candidate(id="", step=state.step, origin="shape", parent=state.version, edits=[edit],
+                                   rationale=why, sources=(solved + others)[:SHOWN_FAILURES])],
+                        [Reflection(minibatch=solved, analysis=why)])
