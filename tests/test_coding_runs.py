@@ -112,6 +112,47 @@ def test_mbpp_step_on_the_chat_harness(tmp_path):
     assert summary["scores"]["best"]["test"]["hard"] == 1.0
 
 
+def test_mbpp_worked_example_from_a_function_the_teacher_wrote(tmp_path):
+    """The teacher (the optimizer model) writes failed train functions too, not only answers: its
+    code is run against the task's hidden asserts in a fresh workspace, and the one that passes is the
+    worked example; the target, which writes the function only when shown an example, then passes
+    val and test."""
+    from tests.test_search import useless_reflection
+
+    bench = bm.get_benchmark("mbpp")
+    references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
+    taught: list[str] = []
+
+    def script(req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return useless_reflection()
+        code = next((ref for prompt, ref in references.items() if prompt in user), None)
+        if req.model == "fake-opt" and code:
+            taught.append(user)
+            return FakeReply(text=f"Write the function the tests call.\n```python\n{code}\n```")
+        if "## Worked example" in req.system and code:
+            return FakeReply(text=f"```python\n{code}\n```")
+        return FakeReply(text="```python\ndef nothing():\n    pass\n```")
+
+    with FakeModelServer(script) as srv:
+        args = ["run", "--benchmark", "mbpp", "--harness", "chat",
+                "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
+                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+                "--run-id", "taught", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
+                "--batch-size", "3", "--set", "train.consolidate=false", "--set", "train.rules_per_step=0"]
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(taught) == 3  # each failed train task
+    run = tmp_path / "runs" / "taught"
+    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    (demo,) = [c for c in cands if c["origin"] == "demonstration"]
+    assert "solved by the optimizer model and checked by the scorer" in demo["rationale"]
+    assert demo["status"] == "accepted", demo
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
+
+
 def test_swebench_without_a_docker_engine_is_one_line_before_any_rollout(tmp_path):
     pytest.importorskip("swebench", reason="the swe extra is not installed")
     rows = tmp_path / "verified.jsonl"

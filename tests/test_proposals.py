@@ -61,6 +61,21 @@ def test_a_name_several_tasks_share_or_the_skill_holds_is_no_leak():
     assert LeakageCheck(one, SKILL.render()).check([Edit(op="add", text="Ask Maria first.")])
 
 
+def test_the_benchmarks_own_wording_a_worked_example_shares_with_one_other_task_is_no_copy():
+    """MBPP's prompts all say "Your code should pass tests like this one: assert ...": a worked example
+    quoting its own task shares that run with any other task whose function name starts alike, and
+    was dropped as a copy of it (every MBPP example, measured). Counting the example's own task when
+    telling boilerplate keeps it; a run only the other task has is still a copy."""
+    tail = "Your code should pass tests like this one: assert is_{}(5) == 65"
+    own = make_task("mbpp-1", f"Write a function to find the nth octagonal number. {tail.format('octagonal')}", ["x"])
+    other = make_task("mbpp-2", f"Write a function to check whether a word is a palindrome. {tail.format('pal')}", ["y"])
+    example = Edit(op="add", text=f"Task: {own.prompt}\nA reply that solved it: ...", evidence=["mbpp-1"])
+    assert LeakageCheck([other], SKILL.render(), runs_only=True, own=[own]).check([example]) == []
+    assert LeakageCheck([other], SKILL.render(), runs_only=True).check([example])  # what it did
+    copied = Edit(op="add", text=f"{example.text} Also check whether a word is a palindrome first.")
+    assert LeakageCheck([other], SKILL.render(), runs_only=True, own=[own]).check([copied])
+
+
 def test_deletes_never_leak_and_short_answers_in_the_skill_do_not_count():
     check = LeakageCheck([make_task("t", "What is 5 + 5?", ["10"])], SKILL.render() + "\n10 items\n")
     assert check.check([Edit(op="delete", anchor="Answer format")]) == []

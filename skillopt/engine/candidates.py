@@ -119,7 +119,8 @@ def _own_evidence_only(edits: list[Edit], shown: list[Task], skill: Skill) -> li
     foreign = sorted(own - ids)
     if foreign:
         return [LeakFinding(i, foreign[0], "a task that is not a train task of this step") for i in range(len(edits))]
-    return LeakageCheck([t for t in shown if t.id not in own], skill.render(), runs_only=True).check(edits)
+    return LeakageCheck([t for t in shown if t.id not in own], skill.render(), runs_only=True,
+                        own=[t for t in shown if t.id in own]).check(edits)
 
 
 class Preparer:

@@ -75,8 +75,10 @@ class Teacher:
         self._solved: dict[tuple[int, str], asyncio.Future[list[tuple[Task, str]]]] = {}
 
     def tried(self, state: SearchState) -> list[Task]:
+        """The failed train tasks a reply alone can solve: questions, and functions to write (scored in a
+        fresh workspace, prepared as a rollout's); a repository to patch (`swe`) is the agents' work."""
         return [state.tasks[r.task_id] for r in state.scored
-                if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind == "qa"
+                if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind in ("qa", "code")
                 and r.task_id not in self.used][: self.attempts]
 
     async def solved(self, state: SearchState, show_work: str) -> list[tuple[Task, str]]:
@@ -107,6 +109,7 @@ class Teacher:
 
     async def _correct(self, task: Task, reply: str) -> bool:
         with tempfile.TemporaryDirectory(prefix="demo-") as ws:
+            await asyncio.to_thread(self.benchmark.prepare, task, Path(ws))
             score = await self.benchmark.score(task, RolloutOutput(text=reply), Path(ws))
         return score.hard >= 1.0
 

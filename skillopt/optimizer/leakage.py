@@ -60,14 +60,19 @@ class LeakFinding:
 class LeakageCheck:
     """Built once per step from the train tasks the optimizer saw; `check` is pure and cheap."""
 
-    def __init__(self, tasks: Sequence[Task], skill_text: str, n: int = N, runs_only: bool = False):
+    def __init__(self, tasks: Sequence[Task], skill_text: str, n: int = N, runs_only: bool = False,
+                 own: Sequence[Task] = ()):
+        """`own`: tasks the edits may quote (a worked example's own task): never checked against, but
+        their prompts count when telling boilerplate, since a run of words the example's task shares
+        with one other task is the benchmark's wording (MBPP's "Your code should pass tests like this
+        one"), not a copy."""
         self.n, self.runs_only = n, runs_only
         self.tasks = list(tasks)
         self.skill_words = set(_words(skill_text))
         self.skill_grams = _grams(_words(skill_text), n)
         counts: Counter[tuple[str, ...]] = Counter()
         self.prompt_words = {t.id: _words(t.prompt) for t in self.tasks}
-        for words in self.prompt_words.values():
+        for words in [*self.prompt_words.values(), *(_words(t.prompt) for t in own if t.id not in self.prompt_words)]:
             counts.update(_grams(words, n))
         self.boilerplate = {g for g, c in counts.items() if c >= 2}
         named = {t.id: _names(t.prompt) for t in self.tasks}
