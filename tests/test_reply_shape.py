@@ -74,8 +74,9 @@ def _run(tmp_path, script, name: str, template: str, *more: str):
 
 def test_the_shape_the_optimizer_writes_is_what_the_teacher_is_asked_and_the_example_opens_with(tmp_path):
     script = ShapeTeacher()
-    run, cands = _run(tmp_path, script, "learned", "learned")
+    run, cands = _run(tmp_path, script, "learned", "learned", "--set", "limits.max_tokens=200")
     assert len(script.shape_prompts) == 1  # one call a step
+    assert "A reply is cut after 200 tokens (about 150 words)" in script.shape_prompts[0]  # the target's cap
     assert "Expected answer: ZETA-" in script.shape_prompts[0] and "Agent's reply (end): Answer: unknown" in \
         script.shape_prompts[0]
     assert script.teacher_prompts and all(u.endswith(SHAPE) for u in script.teacher_prompts)

@@ -65,12 +65,15 @@ def whole_sentences(text: str) -> str:
 
 async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[ScoredRollout], tasks: dict[str, Task],
                         skill: Skill, max_tokens: int | None = None) -> tuple[str | None, str]:
-    """(the instruction, or None; what happened), from this step's failed train rollouts."""
+    """(the instruction, or None; what happened), from this step's failed train rollouts. `max_tokens`
+    caps the target's replies (`limits.max_tokens`): the optimizer is told it, since an instruction
+    whose replies run past it is cut before its answer (seen: "include the following steps: 1.
+    Analyze ..." made the 1.5B write 320-token replies that never reached their answer line)."""
     failures = [r for r in scored if r.failed and not r.error][:SHOWN_FAILURES]
     if not failures:
         return None, "no failed train rollout to read"
     passes = [r for r in scored if not r.failed and not r.error][:1]
-    prompt = render("reply_shape.md.j2", failures=failures, passes=passes, tail=reply_tail)
+    prompt = render("reply_shape.md.j2", failures=failures, passes=passes, tail=reply_tail, reply_cap=max_tokens)
     schema = ShapeReply.model_json_schema()
     schema["properties"]["shape"].update(minLength=15, maxLength=MAX_SHAPE_CHARS)
     schema["required"] = ["shape"]
