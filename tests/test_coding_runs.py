@@ -108,6 +108,9 @@ def test_mbpp_step_on_the_chat_harness(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "mbpp" / "summary.json").read_text())
     assert summary["steps"] == 1
+    # the benchmark's own seed: code in a python block (the generic seed asked for an `Answer:` line)
+    seed = (tmp_path / "runs" / "mbpp" / "skills" / "v000.md").read_text()
+    assert "name: python-functions" in seed and "Answer:" not in seed
     assert summary["scores"]["seed"]["val"]["hard"] == 0.0 and summary["scores"]["best"]["val"]["hard"] == 1.0
     assert summary["scores"]["best"]["test"]["hard"] == 1.0
 

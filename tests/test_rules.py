@@ -247,6 +247,21 @@ def test_the_facts_shown_to_the_optimizer_count_how_answers_differ():
     assert facts[-1] == "on average the agent's final answers have 1.6 words, the expected ones 1.0"
 
 
+def test_a_function_checked_by_its_tests_has_no_expected_answer_to_show():
+    """Code tasks (mbpp) have no reference answer: the optimizer was told "the agent's answers are
+    empty (0 words), whereas the expected answers are also empty" (measured, mbpp split seed 0). No
+    answer fact and no "Expected answer" line for them; the scorer's feedback is what they show."""
+    from skillopt.optimizer.rules import answer_facts, reply_tail
+    from skillopt.prompts import render
+
+    code = _scored("m", "```python\ndef f(x):\n    return x\n```", "", feedback="assert f(2) == 4 failed")
+    assert answer_facts([code]) == []
+    assert len(answer_facts([code, _scored("a", "Answer: Cell membrane", "membrane")])) == 2  # one kind + average
+    prompt = render("rules.md.j2", skill_text="", kind="wrong", failures=[code], passes=[], tail=reply_tail,
+                    rules=[], rejected=[], facts=[])
+    assert "Expected answer" not in prompt and "Scorer: assert f(2) == 4 failed" in prompt
+
+
 def test_a_rule_that_parrots_the_instructions_is_refused():
     from skillopt.optimizer.rules import restates_instructions
 

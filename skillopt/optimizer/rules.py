@@ -49,8 +49,10 @@ EXAMPLES = " For example: "  # what follows in a rule quotes its own train failu
 def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     """What the scorer's feedback shows, counted over the failures by code (not by the optimizer):
     how the agent's final answers differ from the expected ones. A small optimizer model writes a
-    concrete rule from counted facts far more often than from the raw replies alone."""
-    pairs = [(normalize_text(extract_answer(r.output)), normalize_text(r.reference), r) for r in failures]
+    concrete rule from counted facts far more often than from the raw replies alone. A task with no
+    reference answer (a function checked by its tests) has no such fact: its scorer's feedback is shown."""
+    pairs = [(normalize_text(extract_answer(r.output)), normalize_text(r.reference), r) for r in failures
+             if r.reference.strip()]
     n = len(pairs)
     if not n:
         return []
