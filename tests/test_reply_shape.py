@@ -61,6 +61,20 @@ def test_a_shape_cut_by_the_reply_cap_keeps_its_whole_sentences():
     assert whole_sentences("Write the steps first and then") == "Write the steps first and then"
 
 
+def test_a_shape_keeps_only_the_sentences_that_do_not_restate_the_prompt():
+    """What the 1.5B wrote on GSM8K split seed 1, told the reply cap: its first sentence paraphrases the
+    prompt's own framing, its last repeats the prompt's "never copy names, numbers or phrases"; only
+    the middle one is an instruction of its own. Numbered steps inside a sentence end nothing."""
+    from skillopt.optimizer.reply_shape import own_sentences
+
+    written = ("To write a reply to tasks of one kind, ensure it reaches the right answer by including the necessary "
+               "steps, checking, or laying out the reply. Always keep the whole reply, including the final answer, "
+               "shorter than 320 tokens. Never copy names, numbers, or phrases from the tasks.")
+    assert own_sentences(written) == "Always keep the whole reply, including the final answer, shorter than 320 tokens."
+    steps = "Write the steps first: 1. Add them. 2. Check the sum. Then give the answer."
+    assert own_sentences(steps) == steps
+
+
 def _run(tmp_path, script, name: str, template: str, *more: str):
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     with FakeModelServer(script) as srv:

@@ -36,7 +36,7 @@ from skillopt.models.types import Message
 from skillopt.optimizer.leakage import LeakageCheck
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
-from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer
+from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer, word_grams
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
@@ -63,6 +63,15 @@ def whole_sentences(text: str) -> str:
     return text[:ends[-1] + 1] if ends and ends[-1] >= 15 else text
 
 
+def own_sentences(shape: str, n: int = 5) -> str:
+    """The shape's sentences that repeat no run of `n` words of the prompt's own instructions. Seen
+    (GSM8K, split seed 1): the 1.5B closed its instruction with the prompt's "never copy names,
+    numbers or phrases", which is said to the optimizer, not to the agent."""
+    prompt = word_grams(render("reply_shape.md.j2", failures=[], passes=[], tail=reply_tail, reply_cap=1), n)
+    sentences = re.split(r"(?<=(?<![0-9])[.!?]) +", shape)
+    return " ".join(s for s in sentences if not word_grams(s, n) & prompt)
+
+
 async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[ScoredRollout], tasks: dict[str, Task],
                         skill: Skill, max_tokens: int | None = None) -> tuple[str | None, str]:
     """(the instruction, or None; what happened), from this step's failed train rollouts. `max_tokens`
@@ -81,9 +90,11 @@ async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[Scored
                                    max_tokens=max_tokens, temperature=0.0, json_schema=schema)
     if isinstance(reply, StructuredFailure):
         return None, f"the optimizer wrote no shape: {reply.error}"
-    shape = whole_sentences(" ".join(reply.shape.split())[:MAX_SHAPE_CHARS])
+    written = whole_sentences(" ".join(reply.shape.split())[:MAX_SHAPE_CHARS])
+    shape = own_sentences(written)
     if len(shape) < 15:
-        return None, "the optimizer wrote no shape"
+        return None, ("the optimizer wrote no shape" if len(written) < 15 else
+                      f"the shape restates the prompt's own instructions: {written[:120]}")
     if speaks_of_the_scorer(shape):
         return None, f"the shape speaks of the expected answers, which the agent never sees: {shape[:120]}"
     shown = [tasks[r.task_id] for r in scored if r.task_id in tasks]

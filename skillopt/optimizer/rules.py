@@ -98,11 +98,11 @@ def _contains(words: list[str], part: list[str]) -> bool:
 def restates_instructions(rule: str, n: int = 5) -> bool:
     """The rule repeats a run of `n` words of the prompt's own instructions (a small model parrots
     its instructions instead of writing a rule)."""
-    grams = _grams(rule, n)
+    grams = word_grams(rule, n)
     return bool(grams & _instruction_grams(n))
 
 
-def _grams(text: str, n: int) -> set[tuple[str, ...]]:
+def word_grams(text: str, n: int) -> set[tuple[str, ...]]:
     words = re.findall(r"[a-z0-9']+", text.lower())
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
@@ -116,7 +116,7 @@ def _instruction_grams(n: int) -> set[tuple[str, ...]]:
                       rules=[], rejected=[], facts=[])
         text += " " + render("rules.md.j2", skill_text="", kind="no-answer", failures=[], passes=[], tail=reply_tail,
                              rules=[], rejected=[], facts=[])
-        _INSTRUCTION_GRAMS[n] = _grams(text, n)
+        _INSTRUCTION_GRAMS[n] = word_grams(text, n)
     return _INSTRUCTION_GRAMS[n]
 
 
