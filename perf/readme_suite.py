@@ -22,14 +22,18 @@ def _score(s) -> str:
     return f"{s:.3f}"
 
 
-def _row(r: dict) -> list[str]:
+def _row(r: dict, at: bool = False) -> list[str]:
+    """One table row; `at`: the arm names its commit (the table holds runs of several commits)."""
+    arm = f"{r['arm']} at {r.get('commit', '')[:7]}" if at else r["arm"]
+    if r.get("accumulate"):
+        arm += ", 3 epochs"
     if "error" in r:
-        return [r["family"], r["kind"], str(r["split_seed"]), r["arm"], "error: " + r["error"][-80:].replace("|", "/")
+        return [r["family"], r["kind"], str(r["split_seed"]), arm, "error: " + r["error"][-80:].replace("|", "/")
                 .replace("\n", " ")] + ["-"] * 8
     g = r.get("gepa") or {}
     vs = g.get("ours_minus_gepa")
     accepted = ", ".join(e["origin"] for e in r.get("accepted_edits", [])) or "none"
-    return [r["family"], r["kind"], str(r["split_seed"]), r["arm"], _score(r.get("seed_test")), _score(r.get("best_test")),
+    return [r["family"], r["kind"], str(r["split_seed"]), arm, _score(r.get("seed_test")), _score(r.get("best_test")),
             _ci(r.get("test_delta")), f"{r.get('test_wins', '-')}/{r.get('test_losses', '-')}", accepted,
             "; ".join(f"{k} {n}" for k, n in r["proposed"].items()) or "none" if "proposed" in r else "-",
             str(r.get("best_skill_tokens", "-")), "yes" if r.get("copied_eval_text") else "no",
@@ -56,7 +60,7 @@ def suite_part(doc: dict) -> list[str]:
             continue
         commits = sorted({r.get("commit", "")[:7] for r in runs})
         out += [f"#### {title}", "", f"Commit(s): {', '.join(commits)}.", ""]
-        rows = [_row(r) for r in runs]
+        rows = [_row(r, len(commits) > 1) for r in runs]
         out += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)] + ["| " + " | ".join(x) + " |" for x in rows]
         quoted = [(r["family"], r["split_seed"], r["arm"], e) for r in runs for e in r.get("accepted_edits", [])
                   if e["origin"] in ("rules", "form-rule", "reflection", "shape", "merge", "ablation")]
