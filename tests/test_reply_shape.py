@@ -73,6 +73,9 @@ def test_a_shape_keeps_only_the_sentences_that_do_not_restate_the_prompt():
     assert own_sentences(written) == "Always keep the whole reply, including the final answer, shorter than 320 tokens."
     steps = "Write the steps first: 1. Add them. 2. Check the sum. Then give the answer."
     assert own_sentences(steps) == steps
+    # the next run's: the same echo with the verb's form changed
+    assert own_sentences("Add the parts first. Always avoid copying names, numbers, or phrases from the tasks.") == \
+        "Add the parts first."
 
 
 def _run(tmp_path, script, name: str, template: str, *more: str):
@@ -155,7 +158,7 @@ def test_a_shape_the_teacher_cannot_solve_with_is_not_proposed(tmp_path):
     notes = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
     tried = len(script.teacher_prompts)
     assert any(n["error"] == f"shape not proposed: the teacher asked it solved 0 of {tried} failed train tasks"
-               for n in notes), notes
+               and n["analysis"].endswith(f": {SHAPE}") for n in notes), notes  # what was tried is on record
     off = ShapeTeacher(follows="## How to reply")
     _, cands = _run(tmp_path, off, "off", "learned", "--set", "train.demonstrations=false",
                     "--set", "train.shape_edit=false")

@@ -150,7 +150,7 @@ class ShapeProposer:
         solved = [t.id for t, _ in await self.teacher.solved(state, shape)]
         check = f"the teacher asked it solved {len(solved)} of {len(tried)} failed train tasks"
         if not solved:
-            return Proposal(reflections=[Reflection(minibatch=[t.id for t in tried], analysis=check,
+            return Proposal(reflections=[Reflection(minibatch=[t.id for t in tried], analysis=f"{check}: {shape}",
                                                     error=f"shape not proposed: {check}")])
         why = f"reply shape written by the optimizer from the failed train replies; {check} ({', '.join(solved)})"
         others = [t.id for t in tried if t.id not in solved]

@@ -103,8 +103,17 @@ def restates_instructions(rule: str, n: int = 5) -> bool:
 
 
 def word_grams(text: str, n: int) -> set[tuple[str, ...]]:
-    words = re.findall(r"[a-z0-9']+", text.lower())
+    """Runs of `n` words, each cut to its stem ("copying" and "copy" alike: a small model echoes its
+    instructions with the verb's form changed, "avoid copying names, numbers, or phrases")."""
+    words = [_stem(w) for w in re.findall(r"[a-z0-9']+", text.lower())]
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def _stem(word: str) -> str:
+    for end in ("ing", "ed", "es", "s"):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            return word[: -len(end)]
+    return word
 
 
 _INSTRUCTION_GRAMS: dict[int, set[tuple[str, ...]]] = {}
