@@ -17,6 +17,18 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "perf" / "results"
 
 
+def stop_runs_on_sigterm() -> None:
+    """`kill PID` of a perf script stops the run it started too: SIGTERM becomes KeyboardInterrupt,
+    on which `subprocess.run` kills its child (whose llama.cpp server follows its parent). Without
+    it a stopped script left its `skillopt run` and that run's server busy on the CPUs."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def machine() -> dict:
     """What the figures were measured on, and how busy it was (other users share this CPU)."""
     mem_gib = None

@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, write_json  # noqa: E402
+from perf.common import RESULTS, stop_runs_on_sigterm, write_json  # noqa: E402
 from skillopt.stats import paired_difference_interval  # noqa: E402
 
 def gepa_python() -> Path:
@@ -179,6 +179,7 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
 
 
 def main() -> None:
+    stop_runs_on_sigterm()
     ap = argparse.ArgumentParser()
     ap.add_argument("--benchmarks", default="gsm8k,arc-challenge,mmlu")
     ap.add_argument("--seeds", default="0")

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, write_json  # noqa: E402
+from perf.common import RESULTS, stop_runs_on_sigterm, write_json  # noqa: E402
 from perf.quality import describe_run, run_gepa, run_ours, versus_gepa  # noqa: E402
 
 FAMILIES: dict[str, dict[str, str]] = {
@@ -203,6 +203,7 @@ def record(run: Path, family: str, seed: int, arm: str, at_commit: str) -> dict:
 
 
 def main() -> None:
+    stop_runs_on_sigterm()
     ap = argparse.ArgumentParser()
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--seeds", default="0")
