@@ -52,7 +52,7 @@ def build_proposers(ctx: Context) -> list[Proposer]:
         out += agent_proposers(ctx)
     # the teacher (the optimizer model solving failed train tasks) serves question tasks with the chat harness
     teacher = (Teacher(ctx.models, ctx.optimizer, ctx.benchmark, max_tokens=ctx.runner.limits.max_tokens)
-               if ctx.optimizer is not None and ctx.cfg.harness == "chat" else None)
+               if ctx.cfg.harness == "chat" else None)
     shapes = (Shapes(ctx.models, ctx.optimizer, ctx.runner.limits.max_tokens)
               if teacher is not None and cfg.template == LEARNED.name else None)
     if cfg.demonstrations and not (agent and cfg.trajectory_demonstration):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from skillopt.benchmarks.base import Benchmark, RolloutOutput, Task
@@ -24,7 +25,7 @@ from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.reflect import anchor_before_protected
+from skillopt.optimizer.reflect import section_edit
 from skillopt.optimizer.reply_shape import Shapes
 from skillopt.optimizer.template import LEARNED, WORKING_FIRST, Template
 from skillopt.prompts import chat_system
@@ -54,11 +55,17 @@ def example_section(task: Task, reply: str, follow: str = WORKING_FIRST.follow) 
 def demonstration_edit(skill: Skill, task: Task, reply: str, follow: str = WORKING_FIRST.follow) -> Edit:
     """Replace the skill's worked example when it has one (examples rotate), else add one before
     the first protected section (or at the end)."""
-    text = example_section(task, reply, follow)
-    why = f"a worked example from train task {task.id}, solved"
-    if any(s.title == SECTION for s in skill.sections()):
-        return Edit(op="replace", anchor=SECTION, text=text, rationale=why, evidence=[task.id])
-    return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=[task.id])
+    return section_edit(skill, SECTION, example_section(task, reply, follow),
+                        f"a worked example from train task {task.id}, solved", [task.id])
+
+
+@dataclass(frozen=True)
+class Solutions:
+    """What the teacher did for one step and instruction: the tasks it tried, and (task, reply) for
+    those whose reply the scorer marks correct."""
+
+    tried: list[Task]
+    solved: list[tuple[Task, str]]
 
 
 class Teacher:
@@ -72,27 +79,26 @@ class Teacher:
         self.models, self.spec, self.benchmark = models, spec, benchmark
         self.max_tokens, self.attempts = max_tokens, attempts
         self.used: set[str] = set()  # task ids already made into an example: not attempted again
-        self._solved: dict[tuple[int, str], asyncio.Future[list[tuple[Task, str]]]] = {}
+        self._solved: dict[tuple[int, str], asyncio.Future[Solutions]] = {}
 
-    def tried(self, state: SearchState) -> list[Task]:
+    def _tried(self, state: SearchState) -> list[Task]:
         """The failed train tasks a reply alone can solve: questions, and functions to write (scored in a
         fresh workspace, prepared as a rollout's); a repository to patch (`swe`) is the agents' work."""
         return [state.tasks[r.task_id] for r in state.scored
                 if r.failed and r.task_id in state.tasks and state.tasks[r.task_id].kind in ("qa", "code")
                 and r.task_id not in self.used][: self.attempts]
 
-    async def solved(self, state: SearchState, show_work: str) -> list[tuple[Task, str]]:
-        """(task, reply) for each tried task whose reply the scorer marks correct."""
+    async def solve(self, state: SearchState, show_work: str) -> Solutions:
         key = (state.step, show_work)
         if key not in self._solved:
             self._solved = {k: f for k, f in self._solved.items() if k[0] == state.step}
             self._solved[key] = asyncio.ensure_future(self._solve_all(state, show_work))
         return await self._solved[key]
 
-    async def _solve_all(self, state: SearchState, show_work: str) -> list[tuple[Task, str]]:
-        tasks = self.tried(state)
+    async def _solve_all(self, state: SearchState, show_work: str) -> Solutions:
+        tasks = self._tried(state)
         replies = await asyncio.gather(*[self._solve(state.skill, t, show_work) for t in tasks])
-        return [(t, r) for t, r in zip(tasks, replies) if r and await self._correct(t, r)]
+        return Solutions(tasks, [(t, r) for t, r in zip(tasks, replies) if r and await self._correct(t, r)])
 
     async def _solve(self, skill: Skill, task: Task, show_work: str) -> str | None:
         from skillopt.errors import ModelCallError
@@ -152,7 +158,7 @@ class DemonstrationProposer:
         if self.teacher is None:
             return []
         return [(t, r, "solved by the optimizer model and checked by the scorer")
-                for t, r in await self.teacher.solved(state, show_work) if _usable(r)]
+                for t, r in (await self.teacher.solve(state, show_work)).solved if _usable(r)]
 
 
 def _usable(reply: str) -> bool:

@@ -68,6 +68,14 @@ def anchor_choices(skill: Skill, editable: bool = False) -> list[str]:
     return list(dict.fromkeys(choices))
 
 
+def section_edit(skill: Skill, title: str, text: str, why: str, evidence: list[str]) -> Edit:
+    """`text` (a whole "## `title`" section) replacing the skill's section of that title when it has
+    one, else added before the first protected section (or at the end)."""
+    if any(s.title == title for s in skill.sections()):
+        return Edit(op="replace", anchor=title, text=text, rationale=why, evidence=evidence)
+    return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=evidence)
+
+
 def anchor_before_protected(skill: Skill) -> str | None:
     """The last section title that holds no protected region and comes before one; else the end."""
     editable = set(anchor_choices(skill, editable=True))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -35,7 +36,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.leakage import LeakageCheck
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.reflect import anchor_before_protected
+from skillopt.optimizer.reflect import section_edit
 from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer, word_grams
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.prompts import render
@@ -67,9 +68,14 @@ def own_sentences(shape: str, n: int = 5) -> str:
     """The shape's sentences that repeat no run of `n` words of the prompt's own instructions. Seen
     (GSM8K, split seed 1): the 1.5B closed its instruction with the prompt's "never copy names,
     numbers or phrases", which is said to the optimizer, not to the agent."""
-    prompt = word_grams(render("reply_shape.md.j2", failures=[], passes=[], tail=reply_tail, reply_cap=1), n)
     sentences = re.split(r"(?<=(?<![0-9])[.!?]) +", shape)
-    return " ".join(s for s in sentences if not word_grams(s, n) & prompt)
+    return " ".join(s for s in sentences if not word_grams(s, n) & _prompt_grams(n))
+
+
+@cache
+def _prompt_grams(n: int) -> frozenset[tuple[str, ...]]:
+    """The shape prompt's own instructions, as runs of `n` words (the template holds no task)."""
+    return frozenset(word_grams(render("reply_shape.md.j2", failures=[], passes=[], tail=reply_tail, reply_cap=1), n))
 
 
 async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[ScoredRollout], tasks: dict[str, Task],
@@ -124,15 +130,6 @@ class Shapes:
         return shape, Reflection(minibatch=failed, analysis=note, error=None if shape else note)
 
 
-def shape_edit(skill: Skill, shape: str, why: str, evidence: list[str]) -> Edit:
-    """The instruction as the skill's "How to reply" section: replaced when the skill has one, else
-    added before the first protected section."""
-    text = f"## {SECTION}\n\n{shape}\n"
-    if any(s.title == SECTION for s in skill.sections()):
-        return Edit(op="replace", anchor=SECTION, text=text, rationale=why, evidence=evidence)
-    return Edit(op="add", anchor=anchor_before_protected(skill), text=text, rationale=why, evidence=evidence)
-
-
 class ShapeProposer:
     """The learned shape as an instruction in the skill, once the teacher following it solved failed
     train tasks (module docstring)."""
@@ -146,15 +143,15 @@ class ShapeProposer:
         shape, _ = await self.shapes.of(state)  # the worked example records the shape's own note
         if shape is None:
             return Proposal()
-        tried = self.teacher.tried(state)
-        solved = [t.id for t, _ in await self.teacher.solved(state, shape)]
+        done = await self.teacher.solve(state, shape)
+        tried, solved = done.tried, [t.id for t, _ in done.solved]
         check = f"the teacher asked it solved {len(solved)} of {len(tried)} failed train tasks"
         if not solved:
             return Proposal(reflections=[Reflection(minibatch=[t.id for t in tried], analysis=f"{check}: {shape}",
                                                     error=f"shape not proposed: {check}")])
         why = f"reply shape written by the optimizer from the failed train replies; {check} ({', '.join(solved)})"
         others = [t.id for t in tried if t.id not in solved]
-        edit = shape_edit(state.skill, shape, why, solved)
+        edit = section_edit(state.skill, SECTION, f"## {SECTION}\n\n{shape}\n", why, solved)
         return Proposal([Candidate(id="", step=state.step, origin="shape", parent=state.version, edits=[edit],
                                    rationale=why, sources=(solved + others)[:SHOWN_FAILURES])],
                         [Reflection(minibatch=solved, analysis=why)])
