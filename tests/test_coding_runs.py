@@ -154,6 +154,13 @@ def test_mbpp_worked_example_from_a_function_the_teacher_wrote(tmp_path):
     assert demo["status"] == "accepted", demo
     summary = json.loads((run / "summary.json").read_text())
     assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
+    # the default template's working-first wording is for answers: a function has no final answer to
+    # work toward, so the teacher is asked the task alone and the example opens with the neutral line
+    from skillopt.optimizer.template import NONE, WORKING_FIRST
+
+    assert not any(WORKING_FIRST.show_work in u for u in taught)
+    best = (run / "best_skill.md").read_text()
+    assert NONE.follow in best and WORKING_FIRST.follow not in best, best
 
 
 def test_swebench_without_a_docker_engine_is_one_line_before_any_rollout(tmp_path):

@@ -35,7 +35,8 @@ WORKED = ("demonstration", "trajectory-demonstration")  # quote their own train 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
     cfg, m = ctx.cfg.train, ctx.cfg.models
-    tpl = template(cfg.template)
+    kinds = {t.kind for t in ctx.benchmark.tasks("train")}
+    tpl = template(cfg.template, kinds.pop() if len(kinds) == 1 else "qa")
     out: list[Proposer] = []
     if cfg.max_reflections_per_step > 0:
         out.append(ReflectionProposer(

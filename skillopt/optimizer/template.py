@@ -8,11 +8,17 @@ target to write numbered steps before its answer. `none` keeps each of those neu
 measured with it belongs to what the optimizer found in the traces. `learned` has the optimizer
 write the reply's shape that the teacher is asked and the worked example opens with
 (`optimizer/reply_shape.py`). perf/suite.py's ablation measures each.
+
+`working-first` is wording for answers to questions: a function or a patch has no final answer to
+work toward, and its reply is the code itself, so on code and repository tasks the template speaks
+as `none` does (`template(name, kind)`). The MBPP run that showed it: the worked example, the
+target's own function in one python block, opened with "the work first, one step per line ...,
+then the final answer", which it did not do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 TemplateName = Literal["none", "working-first", "learned"]
@@ -51,5 +57,9 @@ NONE = Template(
 LEARNED = Template(name="learned", show_work=NONE.show_work, follow=NONE.follow, shape_focus=NONE.shape_focus)
 
 
-def template(name: str) -> Template:
-    return {t.name: t for t in (WORKING_FIRST, NONE, LEARNED)}[name]
+def template(name: str, kind: str = "qa") -> Template:
+    """The template `name` (`train.template`) for tasks of `kind` (a benchmark's `Task.kind`)."""
+    chosen = {t.name: t for t in (WORKING_FIRST, NONE, LEARNED)}[name]
+    if chosen is WORKING_FIRST and kind != "qa":
+        return replace(NONE, name=WORKING_FIRST.name)
+    return chosen
