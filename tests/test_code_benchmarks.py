@@ -82,6 +82,8 @@ async def test_a_wrong_solution_gets_partial_credit_per_assert(mbpp, tmp_path):
     score = await mbpp.score(task, RolloutOutput(text=fenced(wrong)), tmp_path)
     assert score.hard == 0 and score.soft == pytest.approx(2 / 3)
     assert "2/3 tests passed" in score.feedback and "test 1 failed" in score.feedback
+    # what the failed call returned beside what was expected: the evidence a rule is learned from
+    assert "remove_Occ('hello', 'l') returned 'ell', expected 'heo'" in score.feedback
     nothing = await mbpp.score(task, RolloutOutput(text="def remove_Occ(s, ch):\n    return None\n"), tmp_path)
     assert nothing.soft == 0
     broken = await mbpp.score(task, RolloutOutput(text=fenced("def remove_Occ(s, ch) return")), tmp_path)
@@ -105,6 +107,18 @@ def test_checks_run_separately_and_a_hang_fails_only_what_is_left():
     result = run_checks(program, steps, timeout_s=2)
     assert (result.passed, result.total, result.timed_out) == (1, 4, True)
     assert result.score.soft == 0.25
+
+
+def test_a_failed_equality_says_what_was_returned_and_other_asserts_stay_as_they_were():
+    program = "def f(x):\n    return [x, x]\n"
+    steps = [("assert f(1) == (1, 1)", True), ("assert f(2) == [2, 2]", True), ("assert f(3) is None", True),
+             ("assert f(4) == [4, 4] * 100, 'the message'", True), ("assert g(5) == 1", True)]
+    failures = run_checks(program, steps, timeout_s=10).failures
+    assert failures[0] == "test 1 failed: AssertionError: f(1) returned [1, 1], expected (1, 1)"
+    assert failures[1] == "test 3 failed: AssertionError"  # not an equality: nothing more to say
+    assert failures[2].startswith("test 4 failed: AssertionError the message: f(4) returned [4, 4], expected [4, 4, ")
+    assert failures[2].endswith("...")  # a long value is cut
+    assert failures[3] == "test 5 failed: NameError: name 'g' is not defined"
 
 
 def test_memory_limit_stops_a_hog():

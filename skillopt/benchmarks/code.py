@@ -93,12 +93,29 @@ class CheckResult:
 
 
 # Runs inside the sandbox: the program, then each check; one JSON line per check in the results file.
+# A failed `assert <call> == <value>` says what the call returned beside what was expected, as pytest
+# does: the difference (a list for a tuple, an off-by-one, a string's case) is the convention the
+# optimizer has to learn, and "AssertionError" alone hides it.
 _DRIVER = """\
-import json, sys, traceback
+import ast, json, sys, traceback
 results = open(sys.argv[2], "w", buffering=1)
 spec = json.load(open(sys.argv[1]))
 def report(**fields):
     results.write(json.dumps(fields) + "\\n")
+def shown(value):
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+def returned(code, ns):
+    try:
+        body = ast.parse(code).body
+        test = body[0].test if len(body) == 1 and isinstance(body[0], ast.Assert) else None
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            return ""
+        got = eval(compile(ast.Expression(test.left), "<check>", "eval"), ns)
+        want = eval(compile(ast.Expression(test.comparators[0]), "<check>", "eval"), ns)
+        return f": {ast.unparse(test.left)[:120]} returned {shown(got)}, expected {shown(want)}"
+    except BaseException:
+        return ""
 ns = {"__name__": "__main__"}
 try:
     exec(compile(spec["program"], "solution.py", "exec"), ns)
@@ -114,7 +131,7 @@ for i, (code, counted) in enumerate(spec["steps"]):
         exec(compile(code, f"<test {i}>", "exec"), ns)
         ok, why = True, ""
     except AssertionError as e:
-        ok, why = False, f"AssertionError {e}".strip()
+        ok, why = False, (f"AssertionError {e}".strip() + returned(code, ns))
     except BaseException as e:
         ok, why = False, f"{type(e).__name__}: {e}"
     if counted:
