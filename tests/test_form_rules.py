@@ -42,6 +42,18 @@ def test_each_difference_of_form_is_named_and_another_answer_is_none():
     assert form_difference(_failed("h", "It is Paris", "Lyon | Paris")) == "adds-words"  # any listed alternative
 
 
+def test_a_reply_cut_before_its_answer_is_no_difference_of_form():
+    """Seen on MATH prealgebra: two replies ran past the reply cap in their working, and their last
+    lines ("The equation of a horizontal line is \\(") were read as words written for a number, so
+    the form rule told the target to answer in digits, which it did already."""
+    cut = _failed("a", "", "8").model_copy(update={"output": "1. **Slope of DF:**\n   Since DF is horizontal,\n"
+                                                                "   The equation of a horizontal line is \\("})
+    assert form_difference(cut) is None
+    assert dominant_form([cut, cut.model_copy(update={"task_id": "b"})], min_count=2) is None
+    one_line = _failed("c", "", "Jane Austen").model_copy(update={"output": "Emma is a novel by Jane Austen."})
+    assert form_difference(one_line) == "adds-words"  # a one-line reply is its own answer
+
+
 def test_the_most_shared_difference_makes_one_rule_quoting_its_own_failures():
     scored = [_failed("a", "It is Jane Austen", "Jane Austen"), _failed("b", "Sir Joseph Lister", "Joseph Lister"),
               _failed("c", "Lister", "Joseph Lister"), _failed("d", "Hawaii", "Daniel Inouye"),

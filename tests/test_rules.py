@@ -245,6 +245,9 @@ def test_the_facts_shown_to_the_optimizer_count_how_answers_differ():
     assert any(f.startswith("1 of 5: a number was expected and the agent wrote words") for f in facts)
     assert any(f.startswith("2 of 5: a different answer altogether") for f in facts)
     assert facts[-1] == "on average the agent's final answers have 1.6 words, the expected ones 1.0"
+    # a reply cut in its working states no answer: its last line is not an answer in words
+    cut = _scored("f", "1. **Slope:**\n   The equation of a horizontal line is \\(", "8")
+    assert answer_facts([cut])[0].startswith("1 of 1: no answer was found in the reply")
 
 
 def test_a_function_checked_by_its_tests_has_no_expected_answer_to_show():

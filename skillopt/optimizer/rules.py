@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from skillopt.benchmarks.scorers import extract_answer, normalize_text, parse_number
+from skillopt.benchmarks.scorers import find_answer, normalize_text, parse_number
 from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
@@ -51,7 +51,7 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     how the agent's final answers differ from the expected ones. A small optimizer model writes a
     concrete rule from counted facts far more often than from the raw replies alone. A task with no
     reference answer (a function checked by its tests) has no such fact: its scorer's feedback is shown."""
-    pairs = [(normalize_text(extract_answer(r.output)), normalize_text(r.reference), r) for r in failures
+    pairs = [(normalize_text(stated_answer(r.output)), normalize_text(r.reference), r) for r in failures
              if r.reference.strip()]
     n = len(pairs)
     if not n:
@@ -75,7 +75,7 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
             kind = "the answers share some words but differ"
         else:
             kind = "a different answer altogether (no word in common)"
-        kinds.setdefault(kind, []).append((extract_answer(r.output)[:60], r.reference[:60]))
+        kinds.setdefault(kind, []).append((stated_answer(r.output)[:60], r.reference[:60]))
     out = []
     for kind, examples in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
         shown = "; ".join(f"agent '{a}', expected '{b}'" for a, b in examples[:2])
@@ -84,6 +84,17 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     words_exp = sum(len(e.split()) for _, e, _ in pairs) / n
     out.append(f"on average the agent's final answers have {words_got:.1f} words, the expected ones {words_exp:.1f}")
     return out
+
+
+def stated_answer(output: str) -> str:
+    """The final answer a reply states, or "" when it states none: with no answer marker (`Answer:`,
+    `\\boxed{}`, "the answer is"), the last line of a reply of several lines is where its working
+    stopped (often cut by the reply cap), not an answer. Seen on MATH prealgebra: two cut replies
+    ending "The equation of a horizontal line is \\(" were counted as words written for a number."""
+    found = find_answer(output)
+    if found.marker is None and sum(1 for ln in output.splitlines() if ln.strip()) > 1:
+        return ""
+    return found.text
 
 
 def is_numeric(text: str) -> bool:
@@ -292,7 +303,7 @@ def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int) -> str:
     train labels, never validation or test text). Only short answers that differ in form are quoted."""
     pairs: list[str] = []
     for r in failures:
-        got, exp = extract_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
+        got, exp = stated_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
         g, e = normalize_answer(got).split(), normalize_answer(exp).split()  # words and numbers: what they share
         # two numbers that differ once normalized are two answers ('40', not '30' teaches nothing)
         same_kind = bool(set(g) & set(e)) and not (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
