@@ -74,6 +74,8 @@ ARMS: dict[str, list[str]] = {
     "template-learned": [*METHOD, "train.template=learned"],  # the optimizer writes the reply's shape
     # the optimizer's reply shape as an instruction only: no worked example shows it
     "shape-only": [*METHOD, "train.template=learned", "train.demonstrations=false"],
+    # lessons from a contrast: a failed train reply beside the teacher's reply that solved the task
+    "lessons": [*METHOD, "train.lessons_per_step=2"],
     "no-rules": ["train.rules_per_step=0"],
     "no-demonstrations": [*METHOD, "train.demonstrations=false"],
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],

@@ -82,6 +82,10 @@ class TrainConfig(_Frozen):
     # with template "learned": the optimizer's reply shape is also a candidate on its own, as the skill's
     # "How to reply" section, once the teacher following it solved a failed train task (origin "shape")
     shape_edit: bool = True
+    # lessons from a contrast (optimizer/lessons.py): per step, up to this many failed train tasks the teacher
+    # solved, each read beside the target's failed reply; the optimizer writes the lesson the failure missed
+    # (chat harness). Off (0) until the development suite's `lessons` arm shows it pays
+    lessons_per_step: Annotated[int, Field(ge=0)] = 0
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
     seed_cache: bool = True

@@ -119,9 +119,10 @@ class ScreenResult(BaseModel):
 
 # "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py);
 # "form-rule": a rule of answer form chosen by the expected answers, in fixed wording (optimizer/form.py);
-# "shape": the reply's shape the optimizer wrote from the failed traces, verified by the teacher (reply_shape.py)
+# "shape": the reply's shape the optimizer wrote from the failed traces, verified by the teacher (reply_shape.py);
+# "lesson": what a failed reply missed, written from it beside a reply that solved the task (lessons.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
-                 "trajectory-reflection", "procedure", "trajectory-demonstration", "form-rule", "shape"]
+                 "trajectory-reflection", "procedure", "trajectory-demonstration", "form-rule", "shape", "lesson"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

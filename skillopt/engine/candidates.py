@@ -16,6 +16,7 @@ from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer, Teacher
 from skillopt.optimizer.describe import DescriptionProposer
 from skillopt.optimizer.form import FormRuleProposer
+from skillopt.optimizer.lessons import LessonProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
@@ -60,6 +61,9 @@ def build_proposers(ctx: Context) -> list[Proposer]:
         out.append(DemonstrationProposer(teacher, template=tpl, shapes=shapes))
     if shapes is not None and teacher is not None and cfg.shape_edit:
         out.append(ShapeProposer(shapes, teacher))
+    if teacher is not None and cfg.lessons_per_step > 0:
+        out.append(LessonProposer(ctx.models, ctx.optimizer, teacher, tpl, shapes, count=cfg.lessons_per_step,
+                                  max_tokens=m.optimizer_max_tokens, temperature=m.optimizer_temperature))
     if cfg.merge:
         out.append(MergeProposer())
     if cfg.ablations_per_step > 0:

@@ -76,6 +76,7 @@ def candidates_per_step(cfg: RunConfig, agent: bool) -> int:
     if agent:
         n += t.trajectory_reflections + int(t.procedure) + int(t.trajectory_demonstration)
     n += int(t.template == "learned" and t.shape_edit and not agent)  # the optimizer's reply shape on its own
+    n += 0 if agent else t.lessons_per_step  # lessons from the teacher's solutions (chat harness)
     return n + int(t.demonstrations and not (agent and t.trajectory_demonstration))
 
 

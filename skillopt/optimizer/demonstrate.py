@@ -29,7 +29,7 @@ from skillopt.optimizer.reflect import section_edit
 from skillopt.optimizer.reply_shape import Shapes
 from skillopt.optimizer.template import LEARNED, WORKING_FIRST, Template
 from skillopt.prompts import chat_system
-from skillopt.record import Candidate
+from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
 
 SECTION = "Worked example"
@@ -130,12 +130,7 @@ class DemonstrationProposer:
         self.used: set[str] = teacher.used if teacher else set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> Proposal:
-        show_work, follow, notes = self.template.show_work, self.template.follow, []
-        if self.template.name == LEARNED.name and self.shapes is not None:
-            shape, note = await self.shapes.of(state)
-            notes = [note]
-            if shape:
-                show_work, follow = shape, f"Reply the way this example does: {shape}"
+        show_work, follow, notes = await teacher_instruction(self.template, self.shapes, state)
         found = self._own_successes(state) + await self._teacher(state, show_work)
         if not found:
             return Proposal(reflections=notes)
@@ -159,6 +154,19 @@ class DemonstrationProposer:
             return []
         return [(t, r, "solved by the optimizer model and checked by the scorer")
                 for t, r in (await self.teacher.solve(state, show_work)).solved if _usable(r)]
+
+
+async def teacher_instruction(template: Template, shapes: Shapes | None,
+                              state: SearchState) -> tuple[str, str, list[Reflection]]:
+    """(what the teacher is asked on top of a task, the line that opens a worked example, the notes):
+    the template's wording, or under `learned` the step's shape when the optimizer wrote one. Every
+    proposer that reads the teacher's solutions asks with this, so a step's are computed once."""
+    if template.name == LEARNED.name and shapes is not None:
+        shape, note = await shapes.of(state)
+        if shape:
+            return shape, f"Reply the way this example does: {shape}", [note]
+        return template.show_work, template.follow, [note]
+    return template.show_work, template.follow, []
 
 
 def _usable(reply: str) -> bool:
