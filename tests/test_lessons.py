@@ -87,3 +87,16 @@ def test_a_lesson_that_echoes_its_prompt_is_not_proposed_and_none_are_asked_by_d
     off = Contrast()
     _, cands = _run(tmp_path, off, "off")  # train.lessons_per_step defaults to 0
     assert not off.lesson_prompts and all(c["origin"] != "lesson" for c in cands)
+
+
+def test_a_lesson_keeps_the_sentences_that_hold_for_other_tasks():
+    """The 1.5B's first lesson on GSM8K: a general method, then the same said of its own task."""
+    from skillopt.optimizer.lessons import general_sentences
+
+    task = "Anthony walks 12 miles a day. Mia walks 3 miles an hour. How far does Anthony walk in 5 days?"
+    written = ("Always convert all quantities to the same unit before combining them. In this case, convert 12 "
+               "miles a day to miles an hour. Anthony walks less than Mia. When a range runs from a to b, count "
+               "b - a + 1 numbers.")
+    assert general_sentences(written, task) == ("Always convert all quantities to the same unit before combining "
+                                                "them. When a range runs from a to b, count b - a + 1 numbers.")
+    assert general_sentences(ECHO, task) == ""

@@ -20,6 +20,7 @@ refuses one that copies a shown task.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -30,7 +31,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.rules import reply_tail, rule_edit, rules_in, speaks_of_the_scorer, word_grams
-from skillopt.optimizer.types import ScoredRollout
+from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
 
@@ -50,12 +51,30 @@ class LessonReply(BaseModel):
     lesson: str = Field("", description="one general lesson for other tasks of this kind")
 
 
-def _schema() -> dict:
-    schema = LessonReply.model_json_schema()
-    schema["properties"]["missed"]["maxLength"] = 300
-    schema["properties"]["lesson"].update(minLength=20, maxLength=MAX_LESSON_CHARS)
-    schema["required"] = ["missed", "lesson"]
-    return schema
+# words that open a sentence of a task or a lesson alike: never taken for a task's own name
+_FUNCTION_WORDS = {"the", "when", "what", "how", "which", "who", "why", "where", "if", "in", "for", "each", "every",
+                   "to", "after", "before", "then", "this", "that", "there", "these", "those", "answer", "end",
+                   "always", "never", "write", "give", "find", "use", "check", "first", "one", "she", "her",
+                   "his", "they", "their", "its", "and", "but", "some", "all", "any", "let", "suppose"}
+
+
+def general_sentences(lesson: str, task_prompt: str) -> str:
+    """The lesson's sentences that hold for other tasks: a sentence that repeats the prompt's own
+    instructions, or names a number or a capitalized name of its task, is dropped. Seen (GSM8K, the
+    1.5B): "Always convert all quantities to the same unit before combining them. In this case,
+    convert 12 miles/day to miles/hour ..." (the first an echo of the prompt as it then was, the
+    second about one task)."""
+    numbers = set(re.findall(r"[0-9]+(?:\.[0-9]+)?", task_prompt)) - {"0", "1", "2"}  # "b - a + 1" is general
+    lower = set(re.findall(r"\b[a-z]+\b", task_prompt))
+    names = {w for w in re.findall(r"\b[A-Z][a-z]{2,}\b", task_prompt) if w.lower() not in lower | _FUNCTION_WORDS}
+    kept = []
+    for sentence in re.split(r"(?<=(?<![0-9])[.!?]) +", lesson):
+        if restates_prompt(sentence) or set(re.findall(r"[0-9]+(?:\.[0-9]+)?", sentence)) & numbers:
+            continue
+        if set(re.findall(r"\b[A-Z][a-z]{2,}\b", sentence)) & names:
+            continue
+        kept.append(sentence)
+    return " ".join(kept)
 
 
 def restates_prompt(lesson: str, n: int = 5) -> bool:
@@ -79,15 +98,17 @@ async def lesson_of(models: Models, spec: ModelSpec, skill_text: str, task: Task
     """(the lesson, or None; what happened) from one failed rollout and a reply that solved its task."""
     prompt = render("lesson.md.j2", skill_text=skill_text, task=task.prompt.strip(), failed=reply_tail(failed.output),
                     feedback=failed.feedback, solved=solved.strip()[:MAX_SOLVED_CHARS])
+    schema = bounded_schema(LessonReply, missed=(0, 300), lesson=(20, MAX_LESSON_CHARS))
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], LessonReply, role="optimizer",
-                                   max_tokens=max_tokens, temperature=temperature, json_schema=_schema())
+                                   max_tokens=max_tokens, temperature=temperature, json_schema=schema)
     if isinstance(reply, StructuredFailure):
         return None, f"the optimizer wrote no lesson: {reply.error}"
-    lesson = " ".join(reply.lesson.split())[:MAX_LESSON_CHARS]
+    written = " ".join(reply.lesson.split())[:MAX_LESSON_CHARS]
+    lesson = general_sentences(written, task.prompt)
     if len(lesson.split()) < 5:
-        return None, f"the lesson is too short to be an instruction: {lesson!r}"
-    if restates_prompt(lesson):
-        return None, f"the lesson restates the prompt's own instructions: {lesson[:120]}"
+        if restates_prompt(written):
+            return None, f"the lesson restates the prompt's own instructions: {written[:120]}"
+        return None, f"no general lesson: {written[:120]!r}"
     if speaks_of_the_scorer(lesson):
         return None, f"the lesson speaks of the expected answers, which the agent never sees: {lesson[:120]}"
     return lesson, f"{reply.missed.strip()[:200]} -> {lesson}"

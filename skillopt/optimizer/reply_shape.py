@@ -38,7 +38,7 @@ from skillopt.optimizer.leakage import LeakageCheck
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import section_edit
 from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer, word_grams
-from skillopt.optimizer.types import ScoredRollout
+from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
@@ -89,9 +89,7 @@ async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[Scored
         return None, "no failed train rollout to read"
     passes = [r for r in scored if not r.failed and not r.error][:1]
     prompt = render("reply_shape.md.j2", failures=failures, passes=passes, tail=reply_tail, reply_cap=max_tokens)
-    schema = ShapeReply.model_json_schema()
-    schema["properties"]["shape"].update(minLength=15, maxLength=MAX_SHAPE_CHARS)
-    schema["required"] = ["shape"]
+    schema = bounded_schema(ShapeReply, shape=(15, MAX_SHAPE_CHARS))
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ShapeReply, role="optimizer",
                                    max_tokens=max_tokens, temperature=0.0, json_schema=schema)
     if isinstance(reply, StructuredFailure):

@@ -32,7 +32,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
-from skillopt.optimizer.types import ScoredRollout
+from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
@@ -227,11 +227,7 @@ def rule_edit(skill: Skill, rule: str, why: str, evidence: list[str]) -> Edit:
 
 
 def reply_schema() -> dict:
-    schema = RuleReply.model_json_schema()
-    schema["properties"]["pattern"]["maxLength"] = 300
-    schema["properties"]["rule"].update(minLength=10, maxLength=MAX_RULE_CHARS)
-    schema["required"] = ["pattern", "rule"]
-    return schema
+    return bounded_schema(RuleReply, pattern=(0, 300), rule=(10, MAX_RULE_CHARS))
 
 
 def reply_tail(text: str) -> str:

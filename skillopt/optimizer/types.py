@@ -56,3 +56,13 @@ class ReflectionReply(BaseModel):
 
 class ConsolidateReply(BaseModel):
     body: str
+
+
+def bounded_schema(model: type[BaseModel], **lengths: tuple[int, int]) -> dict:
+    """`model`'s JSON schema with each named string field required and its length bounded (min, max):
+    a server that constrains decoding then cannot return a reply cut by the token cap, or an empty one."""
+    schema = model.model_json_schema()
+    for name, (low, high) in lengths.items():
+        schema["properties"][name].update(maxLength=high, **({"minLength": low} if low else {}))
+    schema["required"] = list(lengths)
+    return schema
