@@ -100,3 +100,11 @@ def test_a_lesson_keeps_the_sentences_that_hold_for_other_tasks():
     assert general_sentences(written, task) == ("Always convert all quantities to the same unit before combining "
                                                 "them. When a range runs from a to b, count b - a + 1 numbers.")
     assert general_sentences(ECHO, task) == ""
+    # the 1.5B on MATH prealgebra: a platitude, then the task retold; then one cut by the length cap
+    assert general_sentences("When answering math word problems, read the problem carefully. In this case, the "
+                             "problem states that the witches shake hands with each of the sorcerers.", task) == \
+        "When answering math word problems, read the problem carefully."
+    assert general_sentences("To solve this problem, the failed reply should have divided the distance by the "
+                             "speed.", task) == ""
+    assert general_sentences("Count the terms as (last - first) / step, plus one. This formula is crucial for the "
+                             "tot", task) == "Count the terms as (last - first) / step, plus one."

@@ -30,6 +30,7 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.propose import Proposal, SearchState
+from skillopt.optimizer.reply_shape import whole_sentences
 from skillopt.optimizer.rules import reply_tail, rule_edit, rules_in, speaks_of_the_scorer, word_grams
 from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
@@ -58,18 +59,26 @@ _FUNCTION_WORDS = {"the", "when", "what", "how", "which", "who", "why", "where",
                    "his", "they", "their", "its", "and", "but", "some", "all", "any", "let", "suppose"}
 
 
+# a sentence about the task at hand or the two replies, not about tasks of its kind (seen: "In this case,
+# the problem states that ...", "the failed reply should have calculated ...")
+_ABOUT_THE_TASK = re.compile(r"^(in this (case|problem|task|example)|here\b|therefore|thus|so\b)|\b(failed|accepted) "
+                             r"(reply|answer)|\bthe problem states\b|\bthis (problem|task)\b", re.I)
+
+
 def general_sentences(lesson: str, task_prompt: str) -> str:
     """The lesson's sentences that hold for other tasks: a sentence that repeats the prompt's own
     instructions, or names a number or a capitalized name of its task, is dropped. Seen (GSM8K, the
     1.5B): "Always convert all quantities to the same unit before combining them. In this case,
     convert 12 miles/day to miles/hour ..." (the first an echo of the prompt as it then was, the
-    second about one task)."""
+    second about one task). A lesson cut by its length keeps its whole sentences."""
     numbers = set(re.findall(r"[0-9]+(?:\.[0-9]+)?", task_prompt)) - {"0", "1", "2"}  # "b - a + 1" is general
     lower = set(re.findall(r"\b[a-z]+\b", task_prompt))
     names = {w for w in re.findall(r"\b[A-Z][a-z]{2,}\b", task_prompt) if w.lower() not in lower | _FUNCTION_WORDS}
     kept = []
-    for sentence in re.split(r"(?<=(?<![0-9])[.!?]) +", lesson):
+    for sentence in re.split(r"(?<=(?<![0-9])[.!?]) +", whole_sentences(lesson)):
         if restates_prompt(sentence) or set(re.findall(r"[0-9]+(?:\.[0-9]+)?", sentence)) & numbers:
+            continue
+        if _ABOUT_THE_TASK.search(sentence):
             continue
         if set(re.findall(r"\b[A-Z][a-z]{2,}\b", sentence)) & names:
             continue
