@@ -76,6 +76,7 @@ ARMS: dict[str, list[str]] = {
     "shape-only": [*METHOD, "train.template=learned", "train.demonstrations=false"],
     # lessons from a contrast: a failed train reply beside the teacher's reply that solved the task
     "lessons": [*METHOD, "train.lessons_per_step=2"],
+    "lessons-only": [*METHOD, "train.lessons_per_step=2", "train.demonstrations=false"],  # no worked example
     "no-rules": ["train.rules_per_step=0"],
     "no-demonstrations": [*METHOD, "train.demonstrations=false"],
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],
