@@ -106,5 +106,7 @@ def test_a_lesson_keeps_the_sentences_that_hold_for_other_tasks():
         "When answering math word problems, read the problem carefully."
     assert general_sentences("To solve this problem, the failed reply should have divided the distance by the "
                              "speed.", task) == ""
+    assert general_sentences("To solve this problem, you need to divide the total distance by the speed. The failed "
+                             "reply divided by the days.", task) == "You need to divide the total distance by the speed."
     assert general_sentences("Count the terms as (last - first) / step, plus one. This formula is crucial for the "
                              "tot", task) == "Count the terms as (last - first) / step, plus one."

@@ -65,6 +65,9 @@ _ABOUT_THE_TASK = re.compile(r"^(in this (case|problem|task|example)|here\b|ther
                              r"(reply|answer)|\bthe problem states\b|\bthis (problem|task)\b", re.I)
 
 
+_TASK_OPENER = re.compile(r"(to solve|to answer|for|in) this (problem|task|question),? ", re.I)
+
+
 def general_sentences(lesson: str, task_prompt: str) -> str:
     """The lesson's sentences that hold for other tasks: a sentence that repeats the prompt's own
     instructions, or names a number or a capitalized name of its task, is dropped. Seen (GSM8K, the
@@ -76,6 +79,9 @@ def general_sentences(lesson: str, task_prompt: str) -> str:
     names = {w for w in re.findall(r"\b[A-Z][a-z]{2,}\b", task_prompt) if w.lower() not in lower | _FUNCTION_WORDS}
     kept = []
     for sentence in re.split(r"(?<=(?<![0-9])[.!?]) +", whole_sentences(lesson)):
+        opener = _TASK_OPENER.match(sentence)  # "To solve this problem, divide ..." says something general
+        if opener and sentence[opener.end():]:
+            sentence = sentence[opener.end()].upper() + sentence[opener.end() + 1:]
         if restates_prompt(sentence) or set(re.findall(r"[0-9]+(?:\.[0-9]+)?", sentence)) & numbers:
             continue
         if _ABOUT_THE_TASK.search(sentence):
