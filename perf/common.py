@@ -194,3 +194,25 @@ def quick_seed_skill():
     from skillopt.skill import Skill
 
     return Skill.load(REPO / "skills" / PRESETS["quick"]["benchmark"] / "SKILL.md")
+
+
+def stored_run(run: Path, optimizer: str):
+    """A finished run's store, its settings with `optimizer` as the optimizer model, its train tasks by
+    id, and models that can call that optimizer (its embedded server sized for one caller): what the
+    probes that replay one proposer on a stored run start from."""
+    from types import SimpleNamespace
+
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.config import RunConfig
+    from skillopt.engine.setup import Specs, make_models, size_local_models
+    from skillopt.models import Budget, Meter, ProviderEnv
+    from skillopt.models.spec import parse_model_spec
+    from skillopt.store.run_store import RunStore
+
+    store = RunStore(run)
+    cfg = RunConfig.model_validate({**store.read_config().layer(), "optimizer_model": optimizer})
+    tasks = {t.id: t for t in get_benchmark(cfg.benchmark, cfg.splits).tasks("train")}
+    spec = parse_model_spec(optimizer)
+    size_local_models(Specs(spec, spec), 1)
+    return SimpleNamespace(store=store, cfg=cfg, tasks=tasks, spec=spec,
+                           models=make_models(cfg, ProviderEnv(), Meter(Budget()), None))

@@ -20,22 +20,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, write_json  # noqa: E402
+from perf.common import RESULTS, stored_run, write_json  # noqa: E402
 
 
 async def probe(run: Path, pairs: int, optimizer: str) -> dict:
-    from skillopt.benchmarks import get_benchmark
-    from skillopt.config import RunConfig
-    from skillopt.engine.setup import Specs, make_models, size_local_models
-    from skillopt.models import Budget, Meter, ProviderEnv
-    from skillopt.models.spec import parse_model_spec
     from skillopt.optimizer.lessons import lesson_of
     from skillopt.optimizer.types import ScoredRollout
-    from skillopt.store.run_store import RunStore
 
-    store = RunStore(run)
-    cfg = RunConfig.model_validate({**store.read_config().layer(), "optimizer_model": optimizer})
-    tasks = {t.id: t for t in get_benchmark(cfg.benchmark, cfg.splits).tasks("train")}
+    opened = stored_run(run, optimizer)
+    store, cfg, tasks, spec, models = opened.store, opened.cfg, opened.tasks, opened.spec, opened.models
     rollouts = list(store.rollouts())
     failed = {r.task_id: r for r in rollouts if r.split == "train" and r.version == 0 and r.hard < 1 and not r.error
               and r.task_id in tasks}
@@ -43,9 +36,6 @@ async def probe(run: Path, pairs: int, optimizer: str) -> dict:
     for r in rollouts:
         if r.task_id in failed and r.hard >= 1 and r.task_id not in solved:
             solved[r.task_id] = r.output
-    spec = parse_model_spec(optimizer)
-    size_local_models(Specs(spec, spec), 1)
-    models = make_models(cfg, ProviderEnv(), Meter(Budget()), None)
     skill = store.skill(0).render()
     rows = []
     for tid in list(solved)[:pairs]:

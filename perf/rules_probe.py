@@ -19,33 +19,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, write_json  # noqa: E402
+from perf.common import RESULTS, stored_run, write_json  # noqa: E402
 
 
 async def probe(run: Path, count: int, optimizer: str) -> dict:
-    from skillopt.benchmarks import get_benchmark
-    from skillopt.config import RunConfig
     from skillopt.engine.candidates import leaks
-    from skillopt.engine.setup import make_models, size_local_models, Specs
-    from skillopt.models import Budget, Meter, ProviderEnv
-    from skillopt.models.spec import parse_model_spec
     from skillopt.optimizer.propose import SearchState
     from skillopt.optimizer.rules import RuleProposer
     from skillopt.optimizer.types import ScoredRollout
-    from skillopt.skill import Skill
-    from skillopt.store.run_store import RunStore
 
-    store = RunStore(run)
-    cfg = RunConfig.model_validate({**store.read_config().layer(), "optimizer_model": optimizer})
-    bench = get_benchmark(cfg.benchmark, cfg.splits)
-    tasks = {t.id: t for t in bench.tasks("train")}
+    opened = stored_run(run, optimizer)
+    store, cfg, tasks, spec, models = opened.store, opened.cfg, opened.tasks, opened.spec, opened.models
     seed = store.skill(0)
     scored = [ScoredRollout(task_id=r.task_id, prompt=tasks[r.task_id].prompt, reference=tasks[r.task_id].reference,
                             output=r.output, hard=r.hard, soft=r.soft, feedback=r.feedback, summary=r.summary)
               for r in store.rollouts() if r.split == "train" and r.version == 0 and r.task_id in tasks]
-    spec = parse_model_spec(optimizer)
-    size_local_models(Specs(spec, spec), 1)
-    models = make_models(cfg, ProviderEnv(), Meter(Budget()), None)
     state = SearchState(step=1, version=0, skill=seed, scored=scored, tasks=tasks)
     t0 = time.monotonic()
     got = await RuleProposer(models, spec, count=count, max_tokens=cfg.models.optimizer_max_tokens).propose(state)
