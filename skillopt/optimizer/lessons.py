@@ -29,6 +29,7 @@ from skillopt.benchmarks.base import Task
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
+from skillopt.optimizer.demonstrate import Teacher, teacher_instruction
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reply_shape import whole_sentences
 from skillopt.optimizer.rules import reply_tail, rule_edit, rules_in, speaks_of_the_scorer, word_grams
@@ -37,7 +38,6 @@ from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
 
 if TYPE_CHECKING:
-    from skillopt.optimizer.demonstrate import Teacher
     from skillopt.optimizer.reply_shape import Shapes
     from skillopt.optimizer.template import Template
 
@@ -141,8 +141,6 @@ class LessonProposer:
         self.count, self.max_tokens, self.temperature = count, max_tokens, temperature
 
     async def propose(self, state: SearchState) -> Proposal:
-        from skillopt.optimizer.demonstrate import teacher_instruction
-
         show_work, _, _ = await teacher_instruction(self.template, self.shapes, state)
         failed = {r.task_id: r for r in state.scored if r.failed and not r.error}
         solved = [(t, reply) for t, reply in (await self.teacher.solve(state, show_work)).solved if t.id in failed]
