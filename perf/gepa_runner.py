@@ -35,7 +35,11 @@ def main(job_path: str, out_path: str) -> None:
 
     job = json.loads(Path(job_path).read_text())
     tasks = {split: [Task.model_validate(t) for t in job[split]] for split in ("train", "val", "test")}
-    by_prompt = {t.prompt: t for ts in tasks.values() for t in ts}
+
+    def user(t: Task) -> str:  # what our chat harness sends as the user message
+        return t.prompt if not t.context else f"{t.context}\n\n{t.prompt}"
+
+    by_prompt = {user(t): t for ts in tasks.values() for t in ts}
     target, reflection = job["target"], job["reflection"]
     tclient = openai.OpenAI(base_url=target["base_url"], api_key="none", max_retries=3, timeout=600)
     rclient = openai.OpenAI(base_url=reflection["base_url"], api_key="none", max_retries=3, timeout=900)
@@ -62,7 +66,7 @@ def main(job_path: str, out_path: str) -> None:
         return EvaluationResult(score=score.hard, feedback=score.feedback or "", objective_scores=None)
 
     def data(ts):
-        return [{"input": t.prompt, "additional_context": {}, "answer": t.reference} for t in ts]
+        return [{"input": user(t), "additional_context": {}, "answer": t.reference} for t in ts]
 
     adapter = DefaultAdapter(model=task_lm, evaluator=evaluator)
     t0 = time.perf_counter()
@@ -80,7 +84,7 @@ def main(job_path: str, out_path: str) -> None:
     def test_scores(prompt: str) -> dict[str, float]:
         """As our runs score the test split: the same concurrency (the server's slots)."""
         def one(t: Task) -> float:
-            return score_text(t, task_lm([{"role": "system", "content": prompt}, {"role": "user", "content": t.prompt}])).hard
+            return score_text(t, task_lm([{"role": "system", "content": prompt}, {"role": "user", "content": user(t)}])).hard
 
         with ThreadPoolExecutor(job.get("concurrency", 4)) as pool:
             return dict(zip((t.id for t in tasks["test"]), pool.map(one, tasks["test"])))

@@ -18,7 +18,7 @@ Protocol (issue 25): develop on split seeds 0-4; report on 100-102, once, after 
 frozen: `--report` refuses seeds under 100 and records the commit, which must be clean.
 
 Usage: python perf/suite.py [--families gsm8k,jeopardy,...] [--seeds 0] [--arms ours,template-off,...]
-                            [--gepa] [--accumulate] [--report] [--out perf/results/suite.json] [--work DIR]
+                            [--gepa | --gepa-only] [--accumulate] [--report] [--out perf/results/suite.json] [--work DIR]
 """
 
 from __future__ import annotations
@@ -217,6 +217,9 @@ def main() -> None:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--arms", default="ours")
     ap.add_argument("--gepa", action="store_true", help="GEPA 0.1.4 beside the 'ours' arm, same target-call budget")
+    ap.add_argument("--gepa-only", action="store_true",
+                    help="GEPA 0.1.4 beside the 'ours' rows already in --out (their split, models and target-call "
+                         "budget), ours not run again")
     ap.add_argument("--accumulate", action="store_true",
                     help="3 epochs with consolidation; every accepted version scored on test after the run")
     ap.add_argument("--report", action="store_true", help="report seeds (100 and up) on a clean, recorded commit")
@@ -252,6 +255,9 @@ def main() -> None:
                                                   r.get("accumulate", False)) != key] + [row]
         write(out, doc)
         return
+    if args.gepa_only:
+        gepa_beside(doc, families, seeds, root, out, head, clean)
+        return
     for family in families:
         for seed in seeds:
             for arm in arms:
@@ -268,6 +274,28 @@ def main() -> None:
                                                           r.get("accumulate", False)) != key] + [row]
                 write(out, doc)
     print(f"wrote {out}")
+
+
+def gepa_beside(doc: dict, families: list[str], seeds: list[int], root: Path, out: Path, head: str,
+                clean: bool) -> None:
+    """GEPA on the split of each finished 'ours' row of these families and seeds, with the target
+    calls that run made before test as its budget, paired with it on the same test tasks."""
+    for row in doc["runs"]:
+        if (row["arm"] != "ours" or row.get("accumulate") or "error" in row or row["family"] not in families
+                or row["split_seed"] not in seeds):
+            continue
+        if FAMILIES[row["family"]]["kind"] == "code":
+            print(f"{row['family']}: GEPA's runner scores answers, not code; not run", flush=True)
+            continue
+        gepa = run_gepa(row["family"], row["split_seed"], row["target_calls_before_test"], root)
+        gepa.update(commit=head, clean=clean)
+        row["gepa"] = gepa
+        if "error" not in gepa:
+            gepa["ours_minus_gepa"] = versus_gepa(row)
+        print(f"{row['family']} seed {row['split_seed']} gepa: "
+              f"{json.dumps({k: v for k, v in gepa.items() if k not in ('best_prompt', 'best_test_by_task')})[:500]}",
+              flush=True)
+        write(out, doc)
 
 
 def write(path: Path, doc: dict) -> None:
