@@ -32,7 +32,7 @@ from skillopt.models.types import Message
 from skillopt.optimizer.demonstrate import Teacher, teacher_instruction
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reply_shape import whole_sentences
-from skillopt.optimizer.rules import reply_tail, rule_edit, rules_in, speaks_of_the_scorer, word_grams
+from skillopt.optimizer.rules import prompt_grams, reply_tail, rule_edit, rules_in, speaks_of_the_scorer, word_grams
 from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
@@ -97,14 +97,8 @@ def restates_prompt(lesson: str, n: int = 5) -> bool:
     return bool(word_grams(lesson, n) & _prompt_grams(n))
 
 
-_PROMPT_GRAMS: dict[int, set[tuple[str, ...]]] = {}
-
-
-def _prompt_grams(n: int) -> set[tuple[str, ...]]:
-    if n not in _PROMPT_GRAMS:
-        _PROMPT_GRAMS[n] = word_grams(render("lesson.md.j2", skill_text="", task="", failed="", feedback="",
-                                             solved=""), n)
-    return _PROMPT_GRAMS[n]
+def _prompt_grams(n: int) -> frozenset[tuple[str, ...]]:
+    return prompt_grams("lesson.md.j2", n, skill_text="", task="", failed="", feedback="", solved="")
 
 
 async def lesson_of(models: Models, spec: ModelSpec, skill_text: str, task: Task, failed: ScoredRollout,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from functools import cache
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -37,7 +36,7 @@ from skillopt.models.types import Message
 from skillopt.optimizer.leakage import LeakageCheck
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import section_edit
-from skillopt.optimizer.rules import reply_tail, speaks_of_the_scorer, word_grams
+from skillopt.optimizer.rules import prompt_grams, reply_tail, speaks_of_the_scorer, word_grams
 from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
@@ -72,10 +71,9 @@ def own_sentences(shape: str, n: int = 5) -> str:
     return " ".join(s for s in sentences if not word_grams(s, n) & _prompt_grams(n))
 
 
-@cache
 def _prompt_grams(n: int) -> frozenset[tuple[str, ...]]:
-    """The shape prompt's own instructions, as runs of `n` words (the template holds no task)."""
-    return frozenset(word_grams(render("reply_shape.md.j2", failures=[], passes=[], tail=reply_tail, reply_cap=1), n))
+    """The shape prompt's own instructions, as runs of `n` words."""
+    return prompt_grams("reply_shape.md.j2", n, failures=[], passes=[], tail=reply_tail, reply_cap=1)
 
 
 async def learned_shape(models: Models, spec: ModelSpec, scored: Sequence[ScoredRollout], tasks: dict[str, Task],

@@ -127,17 +127,24 @@ def _stem(word: str) -> str:
     return word
 
 
-_INSTRUCTION_GRAMS: dict[int, set[tuple[str, ...]]] = {}
+_PROMPT_GRAMS: dict[tuple[str, int, str], frozenset[tuple[str, ...]]] = {}
 
 
-def _instruction_grams(n: int) -> set[tuple[str, ...]]:
-    if n not in _INSTRUCTION_GRAMS:
-        text = render("rules.md.j2", skill_text="", kind="answer-present", failures=[], passes=[], tail=reply_tail,
-                      rules=[], rejected=[], facts=[])
-        text += " " + render("rules.md.j2", skill_text="", kind="no-answer", failures=[], passes=[], tail=reply_tail,
-                             rules=[], rejected=[], facts=[])
-        _INSTRUCTION_GRAMS[n] = word_grams(text, n)
-    return _INSTRUCTION_GRAMS[n]
+def prompt_grams(template: str, n: int, **values) -> frozenset[tuple[str, ...]]:
+    """The runs of `n` words of a prompt template's own instructions: the template rendered with
+    `values` that hold no task (cached). What an optimizer reply shares with these parrots its
+    prompt instead of saying something of its own."""
+    key = (template, n, repr(sorted(values.items())))
+    if key not in _PROMPT_GRAMS:
+        _PROMPT_GRAMS[key] = frozenset(word_grams(render(template, **values), n))
+    return _PROMPT_GRAMS[key]
+
+
+def _instruction_grams(n: int) -> frozenset[tuple[str, ...]]:
+    """The rules prompt's instructions, both of its branches (a failure with an answer, one without)."""
+    empty = dict(skill_text="", failures=[], passes=[], tail=reply_tail, rules=[], rejected=[], facts=[])
+    return prompt_grams("rules.md.j2", n, kind="answer-present", **empty) | prompt_grams(
+        "rules.md.j2", n, kind="no-answer", **empty)
 
 
 def split_quotes(text: str) -> tuple[str, str]:
