@@ -225,3 +225,22 @@ async def test_text_actions_with_the_packages_textbased_config(tmp_path):
     calls = [e for e in r.trace if isinstance(e, ToolCallEvent)]
     results = {e.id: e for e in r.trace if isinstance(e, ToolResultEvent)}
     assert len(calls) == 2 and "name: mathy" in results[calls[0].id].output
+
+
+async def test_the_skills_text_in_the_instance_template_for_a_model_that_reads_no_file(tmp_path):
+    """`skill_in_prompt=true`: the skill's text is in the instance template (a small model seldom
+    runs the `cat` it is pointed to: the 1.5B never did), so the skill counts as used without a
+    read, and the agent is not asked to read it."""
+    def fenced(req: FakeRequest) -> FakeReply:
+        return FakeReply(text=f"THOUGHT: done.\n\n```mswea_bash_command\n{SUBMIT} && echo 'Answer: 42'\n```")
+
+    with FakeModelServer(fenced) as srv:
+        r, ws = await rollout(srv, tmp_path, action_format="text", skill_in_prompt=True)
+    assert r.error is None, r.error
+    instance = srv.calls[0].messages[-1].text
+    assert "Work it out with python, then end with 'Answer: <number>'." in instance
+    assert "`.agents/skills/mathy/SKILL.md`" in instance and "Read it first" not in instance
+    assert "skillopt:" not in instance and "description:" not in instance  # the body as deployed, no front matter
+    assert [e.how for e in r.trace if isinstance(e, SkillUsedEvent)] == ["in its instance template"]
+    assert "skill: discovered natively; used (in its instance template" in summarize(r.trace, r.error)
+    assert (ws / ".agents" / "skills" / "mathy" / "SKILL.md").is_file()  # still there for the files it names

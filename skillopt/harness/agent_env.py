@@ -57,6 +57,9 @@ class AgentOptions(BaseModel):
     env: dict[str, str] = {}  # extra environment variables for the agent process
     # mini-swe-agent: actions as bash tool calls (its mini.yaml) or fenced blocks (mini_textbased.yaml)
     action_format: Literal["toolcall", "text"] = "toolcall"
+    # mini-swe-agent: the skill's whole text in its instance template, where the default names the
+    # skill's file for the agent to read (a small model seldom reads a file it is only pointed to)
+    skill_in_prompt: bool = False
     sandbox_paths: tuple[str, ...] = ()  # more paths the sandbox shows the agent, read-only (a toolchain)
 
     @field_validator("allowed_tools", "disallowed_tools", "tools", "sandbox_paths", mode="before")

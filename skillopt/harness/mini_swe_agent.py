@@ -8,7 +8,9 @@ target's OpenAI-compatible chat endpoint, reached through the relay (the agent h
 never a key). mini-swe-agent has no skill discovery of its own: the skill sits in
 `<ws>/.agents/skills/<name>/` (the Claude-style folder `skillopt export` writes) and its instance
 template names it (name, description, path: `prompts/mini_swe_skill.md.j2`). Using the skill shows
-as a command that reads that SKILL.md.
+as a command that reads that SKILL.md. Option `skill_in_prompt` puts the skill's text (markers
+stripped, as the chat harness sends it) in the instance template instead, for a model that does not
+read a file it is pointed to; its folder stays in the workspace for the files it names.
 
 The driver prints each message the agent adds as a JSON line; `MiniTrace` turns them into trace
 events: the model's text and bash actions (tool calls), each command's output and exit code
@@ -231,8 +233,9 @@ class MiniSweAgentHarness(AgentHarness):
             from skillopt.skill import Skill
 
             skill = Skill.parse((run.ws / skill_path).read_text(encoding="utf-8"))
+            body = skill.strip_markers().body.strip() if self.opts.skill_in_prompt else ""
             skill_text = render("mini_swe_skill.md.j2", path=skill_path, folder=f"{self.skill_dir}/{skill.name}/",
-                                description=skill.description.strip(), coding=coding)
+                                description=skill.description.strip(), coding=coding, body=body)
         home = agent_home(run.ws) / "mini-swe-agent"
         text = self.opts.action_format == "text"
         return {"config": "mini_textbased.yaml" if text else "mini.yaml", "text_actions": text,
@@ -251,6 +254,8 @@ class MiniSweAgentHarness(AgentHarness):
         spec = self.spec(run, prompt, target, limits, coding=(run.ws / ".git").exists())
         if spec["skill_text"]:
             trace.add(discovery_event(trace.skill, [trace.skill], t=trace.t()))
+            if self.opts.skill_in_prompt:
+                trace.add(SkillUsedEvent(t=trace.t(), name=trace.skill, how="in its instance template"))
         spec_file = agent_home(run.ws) / "mini-swe-agent" / "run.json"
         spec_file.parent.mkdir(parents=True, exist_ok=True)
         spec_file.write_text(json.dumps(spec, indent=1), encoding="utf-8")
