@@ -11,13 +11,19 @@ apply, time-out). Writes perf/results/agents.json: `rows` (one per harness and b
 Usage:
     python perf/agents.py [--harness mini-swe-agent,claude-code,codex] [--benchmark swe-local,mbpp]
                           [--n 4] [--target local:qwen2.5-coder-1.5b] [--timeout 300] [--max-turns 10]
-                          [--concurrency 2] [--option action_format=text] [--out perf/results/agents.json]
+                          [--concurrency 2] [--option action_format=text] [--skill PATH]
+                          [--out perf/results/agents.json]
+
+The skill scored is the benchmark's seed (skills/<benchmark>/SKILL.md, else skills/default), as a
+training run starts from; `--skill` scores a hand-written one instead, on the same tasks: what a
+skill can do for this agent and model at all, before asking whether the optimizer finds it.
 
 `--train` also makes one training run per harness and benchmark (`--n` train, validation and sealed
 test tasks, one epoch) and writes `lift`: seed vs best on the test split, paired (`delta`, `ci_low`,
 `ci_high`: the run's own 95% interval) and the lines the accepted edits added. Without it `lift`
 is empty, with a note.
-A row already in the output file for another harness, benchmark or target is kept (measure one at a time).
+A row already in the output file for another harness, benchmark, target, option set or skill is kept
+(measure one at a time).
 """
 
 from __future__ import annotations
@@ -37,7 +43,20 @@ sys.path.insert(0, str(REPO))
 
 from perf.common import machine, measure, skillopt  # noqa: E402
 
-SEED = REPO / "skills" / "default" / "SKILL.md"
+SKILLS = REPO / "skills"
+
+
+def seed_of(benchmark: str) -> Path:
+    """The seed skill a run of this benchmark starts from: its own (skills/mbpp), else the default."""
+    own = SKILLS / benchmark / "SKILL.md"
+    return own if own.is_file() else SKILLS / "default" / "SKILL.md"
+
+
+def skill_of(benchmark: str, a: argparse.Namespace) -> Path:
+    """The skill the eval scores: `--skill` (a hand-written one, to see what a skill can do), else the seed."""
+    return Path(a.skill).resolve() if a.skill else seed_of(benchmark)
+
+
 CODE_SOLUTION = "solution.py"  # what the code benchmarks grade (skillopt.benchmarks.code)
 
 
@@ -54,7 +73,7 @@ def gold_files(benchmark: str) -> dict[str, list[str]]:
 
 
 def eval_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -> tuple[Path, dict]:
-    argv = skillopt("--runs-dir", str(runs), "eval", "--skill", str(SEED), "--benchmark", benchmark,
+    argv = skillopt("--runs-dir", str(runs), "eval", "--skill", str(skill_of(benchmark, a)), "--benchmark", benchmark,
                     "--split", "test", "--harness", harness, "--target_model", a.target,
                     "--concurrency", str(a.concurrency), "--set", "splits.train=1", "--set", "splits.val=1",
                     "--set", f"splits.test={a.n}", "--set", f"limits.timeout_s={a.timeout}",
@@ -112,7 +131,8 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
                     "--epochs", "1", "--train-size", str(a.n), "--val-size", str(a.n), "--test-size", str(a.n),
                     "--batch-size", str(min(a.n, 4)), "--concurrency", str(a.concurrency),
                     "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}",
-                    "--set", f"limits.max_tokens={a.max_tokens}")
+                    "--set", f"limits.max_tokens={a.max_tokens}",
+                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")])
     m = measure(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)}, timeout=a.n * a.timeout * 12 + 1800)
     if m.rc != 0:
         raise SystemExit(f"{harness} on {benchmark}: skillopt run failed ({m.rc}): {m.stderr[-2000:]}")
@@ -129,6 +149,10 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
             "edits_accepted": summary.get("edits_accepted"), "steps": summary.get("steps"),
             "wins": summary.get("test_wins"), "losses": summary.get("test_losses"), "run_wall_s": m.wall_s,
             "run": run_id}
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def _cached_tokens(raw: Path) -> int | None:
@@ -153,6 +177,8 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=1024, help="per model reply")
     p.add_argument("--option", action="append", default=[], help="a harness option, KEY=VALUE (repeatable)")
     p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--skill", help="score this SKILL.md instead of the benchmark's seed (a hand-written skill: "
+                                   "what a skill can do for this agent and model)")
     p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
@@ -160,7 +186,7 @@ def main() -> None:
     a = p.parse_args()
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
-    rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or [])): r
+    rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or []), r.get("skill")): r
             for r in doc.get("rows", [])}
     lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
     t0 = time.time()
@@ -173,14 +199,15 @@ def main() -> None:
                 run, measured = eval_run(harness, benchmark, a, runs)
                 row = row_of(harness, benchmark, run, measured)
                 row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
-                           options=a.option, command=command, date=machine()["date"])
-                rows[(harness, benchmark, a.target, ",".join(a.option))] = row
+                           options=a.option, skill=_shown(skill_of(benchmark, a)), command=command,
+                           date=machine()["date"])
+                rows[(harness, benchmark, a.target, ",".join(a.option), row["skill"])] = row
                 print(json.dumps(row), flush=True)
                 if a.train:
                     lift[(harness, benchmark, a.target)] = {**train_run(harness, benchmark, a, runs), "target": a.target}
                     print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
-                   f"({SEED.relative_to(REPO)}); means per scored rollout",
+                   "(the benchmark's own under skills/, else skills/default); means per scored rollout",
            "command": command, "machine": machine(), "took_s": round(time.time() - t0, 1),
            "rows": list(rows.values()), "lift": list(lift.values()), "notes": doc.get("notes", [])}
     if not lift:
