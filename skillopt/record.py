@@ -122,7 +122,8 @@ class ScreenResult(BaseModel):
 # "shape": the reply's shape the optimizer wrote from the failed traces, verified by the teacher (reply_shape.py);
 # "lesson": what a failed reply missed, written from it beside a reply that solved the task (lessons.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
-                 "trajectory-reflection", "procedure", "trajectory-demonstration", "form-rule", "shape", "lesson"]
+                 "trajectory-reflection", "procedure", "trajectory-demonstration", "teacher-example", "form-rule",
+                 "shape", "lesson"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

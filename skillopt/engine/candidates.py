@@ -11,7 +11,12 @@ from skillopt.benchmarks.base import Task
 from skillopt.edits import Edit, apply_edits
 from skillopt.engine.events import Emitter, Note
 from skillopt.harness.base import discovers_skill
-from skillopt.optimizer.agent import ProcedureProposer, TrajectoryDemonstrationProposer, TrajectoryReflectionProposer
+from skillopt.optimizer.agent import (
+    ActionForm,
+    ProcedureProposer,
+    TrajectoryDemonstrationProposer,
+    TrajectoryReflectionProposer,
+)
 from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer, Teacher
 from skillopt.optimizer.describe import DescriptionProposer
@@ -31,13 +36,13 @@ if TYPE_CHECKING:
 
 EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-inferiority
 RULES = ("rules", "form-rule")  # a rule, then the answers it quotes from its own train failures
-WORKED = ("demonstration", "trajectory-demonstration")  # quote their own train task by design
+WORKED = ("demonstration", "trajectory-demonstration", "teacher-example")  # quote their own train task by design
 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
     cfg, m = ctx.cfg.train, ctx.cfg.models
     kinds = {t.kind for t in ctx.benchmark.tasks("train")}
-    tpl = template(cfg.template, kinds.pop() if len(kinds) == 1 else "qa")
+    tpl = template(cfg.template, next(iter(kinds)) if len(kinds) == 1 else "qa")
     out: list[Proposer] = []
     if cfg.max_reflections_per_step > 0:
         out.append(ReflectionProposer(
@@ -50,11 +55,13 @@ def build_proposers(ctx: Context) -> list[Proposer]:
     if cfg.form_rules:
         out.append(FormRuleProposer(examples=cfg.rule_examples))
     agent = discovers_skill(ctx.runner.harness)
-    if agent:
-        out += agent_proposers(ctx)
-    # the teacher (the optimizer model solving failed train tasks) serves question tasks with the chat harness
+    # the teacher (the optimizer model solving failed train tasks by a reply) serves the chat harness,
+    # and agents writing functions (`code` tasks), whose example run it can write
     teacher = (Teacher(ctx.models, ctx.optimizer, ctx.benchmark, max_tokens=ctx.runner.limits.max_tokens)
-               if ctx.cfg.harness == "chat" else None)
+               if ctx.cfg.harness == "chat" or (agent and "code" in kinds) else None)
+    if agent:
+        out += agent_proposers(ctx, teacher)
+        teacher = None  # an agent's demonstrations are example runs, not chat replies
     shapes = (Shapes(ctx.models, ctx.optimizer, ctx.runner.limits.max_tokens)
               if teacher is not None and cfg.template == LEARNED.name else None)
     if cfg.demonstrations and not (agent and cfg.trajectory_demonstration):
@@ -74,8 +81,9 @@ def build_proposers(ctx: Context) -> list[Proposer]:
     return out
 
 
-def agent_proposers(ctx: Context) -> list[Proposer]:
-    """The agent-aware proposers (optimizer/agent.py), each with its setting to turn it off."""
+def agent_proposers(ctx: Context, teacher: Teacher | None = None) -> list[Proposer]:
+    """The agent-aware proposers (optimizer/agent.py), each with its setting to turn it off.
+    `teacher`: for an example run written from its verified function when no rollout solved a task."""
     cfg, m = ctx.cfg.train, ctx.cfg.models
     out: list[Proposer] = []
     if cfg.trajectory_reflections > 0:
@@ -85,7 +93,9 @@ def agent_proposers(ctx: Context) -> list[Proposer]:
         out.append(ProcedureProposer(ctx.models, ctx.optimizer, max_tokens=m.optimizer_max_tokens,
                                      temperature=m.optimizer_temperature))
     if cfg.trajectory_demonstration:
-        out.append(TrajectoryDemonstrationProposer())
+        harness = ctx.runner.harness
+        form = ActionForm(harness.action, harness.submit_command) if hasattr(harness, "action") else None
+        out.append(TrajectoryDemonstrationProposer(teacher, form))
     return out
 
 

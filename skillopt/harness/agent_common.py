@@ -180,6 +180,11 @@ class AgentHarness:
     extra: str  # the skillopt extra that installs it
     cli_name: str  # the agent's executable on PATH
     install_hint: str
+    submit_command: str | None = None  # the command that ends a rollout, for an agent that has one
+
+    def action(self, command: str) -> str:
+        """One shell command as this agent's reply holds it (a skill's example run shows it so)."""
+        return f"```bash\n{command}\n```"
 
     def __init__(self, ctx: Any):
         self.models = ctx.models

@@ -184,6 +184,12 @@ class MiniSweAgentHarness(AgentHarness):
     apis: frozenset[str] = frozenset({"chat"})
     skill_dir = ".agents/skills"
     sdk_module, extra, cli_name, install_hint = "minisweagent", "mini-swe-agent", "python", INSTALL_HINT
+    submit_command = f"echo {SUBMIT}"
+
+    def action(self, command: str) -> str:
+        """mini_textbased.yaml reads one fenced `mswea_bash_command` block; mini.yaml a bash tool call."""
+        fence = "mswea_bash_command" if self.opts.action_format == "text" else "bash"
+        return f"```{fence}\n{command}\n```"
 
     def _resolve_mode(self) -> str:
         """One way to run it: the package's agent loop in a child process (`--harness-mode` is ignored)."""

@@ -11,7 +11,13 @@ keeps the proposers of `propose`, `demonstrate` and `rules`.
   passing trajectories did that the failing ones did not; the habits that differ are counted here
   (ran the tests, ran them after the last edit...) and shown to the optimizer.
 - `TrajectoryDemonstrationProposer` ("trajectory-demonstration"): a solved trajectory condensed to
-  the commands that mattered, in order, as an "## Example run" section (no model call).
+  the commands that mattered, in order, as an "## Example run" section (no model call). When no
+  rollout of the step solved its task and the tasks are functions to write (`code`), the teacher
+  (the optimizer model, `demonstrate.Teacher`) writes the function for failed train tasks; one
+  that passes its task's hidden checks becomes the example run instead ("teacher-example"): the
+  file written in one command, then the agent's submit command, each as the agent's reply holds
+  it (`ActionForm`, from the harness). What is learned is the function; the two steps around it
+  are fixed wording, so its lift is attributed to its own kind.
 
 Each makes candidates like any proposer: leakage-checked, screened, then gated.
 """
@@ -20,15 +26,18 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from skillopt.benchmarks.code import SOLUTION_FILE, extract_code
 from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.aggregate import aggregate, select
+from skillopt.optimizer.demonstrate import Teacher
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected, anchor_choices, reply_schema
 from skillopt.optimizer.types import ReflectionReply, ScoredRollout
@@ -251,18 +260,42 @@ def example_section(t: Trajectory, steps: list[TrajectoryStep]) -> str:
             f"order.\n\n" + "\n".join(lines) + result + "\n")
 
 
+@dataclass(frozen=True)
+class ActionForm:
+    """How the run's agent acts: one shell command as its reply holds it, and the command that
+    submits (None: the agent stops by itself). The harness says both (`AgentHarness.action`)."""
+
+    action: Callable[[str], str]
+    submit: str | None = None
+
+
+def written_file_section(path: str, code: str, form: ActionForm) -> str:
+    """A solved task as the steps an agent takes to land it: the whole file written in one command,
+    then the submit command. The task's own text is left out, as in `example_section`."""
+    end = "EOF" if "EOF" not in code.splitlines() else "END_OF_FILE"
+    heredoc = f"cat > {path} <<'{end}'\n{code.strip()}\n{end}"
+    steps = [f"1. Write the whole of `{path}` in one command:\n\n{form.action(heredoc)}"]
+    if form.submit:
+        steps.append(f"2. Submit:\n\n{form.action(form.submit)}")
+    return (f"## {EXAMPLE}\n\nA solved task, condensed to the steps that mattered; work through yours in the same "
+            f"order.\n\n" + "\n\n".join(steps) + "\n")
+
+
 class TrajectoryDemonstrationProposer:
     name = "trajectory-demonstration"
 
-    def __init__(self) -> None:
-        self.used: set[str] = set()  # task ids already made into an example
+    def __init__(self, teacher: Teacher | None = None, form: ActionForm | None = None) -> None:
+        """`teacher` and `form`: when no rollout solved its task, a function the teacher wrote for a
+        failed `code` train task, verified by its checks, is the example run."""
+        self.teacher, self.form = teacher, form
+        self.used: set[str] = teacher.used if teacher else set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> Proposal:
         found = [(r, t, condense(t)) for r in traced(state.scored, failed=False)
                  if (t := r.trajectory) is not None and r.task_id in state.tasks and r.task_id not in self.used]
         found = [(r, t, steps) for r, t, steps in found if steps]
         if not found:
-            return Proposal()
+            return await self._from_teacher(state)
         r, t, steps = min(found, key=lambda f: (len(f[2]), f[1].calls))
         self.used.add(r.task_id)
         text = example_section(t, steps)
@@ -271,3 +304,23 @@ class TrajectoryDemonstrationProposer:
         failed = [x.task_id for x in state.scored if x.failed and x.task_id != r.task_id]
         return Proposal([Candidate(id="", step=state.step, origin="trajectory-demonstration", parent=state.version,
                                    edits=[edit], rationale=why, sources=failed[:4] or [r.task_id])])
+
+    async def _from_teacher(self, state: SearchState) -> Proposal:
+        failed = [r.task_id for r in state.scored if r.failed and not r.error and r.task_id in state.tasks]
+        if (self.teacher is None or self.form is None
+                or not any(state.tasks[t].kind == "code" for t in failed)):
+            return Proposal()
+        solutions = await self.teacher.solve(state, "")
+        code = [(task, extract_code(reply)) for task, reply in solutions.solved if task.kind == "code"]
+        if not code:
+            why = (f"example run not proposed: no rollout solved its task, and the teacher solved 0 of "
+                   f"{len(solutions.tried)} failed train tasks")
+            return Proposal(reflections=[Reflection(minibatch=[t.id for t in solutions.tried], analysis=why)])
+        task, source = min(code, key=lambda c: len(c[1]))
+        self.used.add(task.id)
+        why = f"the teacher's function for train task {task.id}, which passed its checks, as an agent's steps"
+        edit = _section_edit(state.skill, EXAMPLE, written_file_section(SOLUTION_FILE, source, self.form), why,
+                             [task.id])
+        return Proposal([Candidate(id="", step=state.step, origin="teacher-example", parent=state.version,
+                                   edits=[edit], rationale=why, sources=[t for t in failed if t != task.id][:4]
+                                   or [task.id])])
