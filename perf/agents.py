@@ -180,10 +180,13 @@ def main() -> None:
     p.add_argument("--skill", help="score this SKILL.md instead of the benchmark's seed (a hand-written skill: "
                                    "what a skill can do for this agent and model)")
     p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
+    p.add_argument("--lift-only", action="store_true", help="with --train: the training run only, no seed eval row")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
     p.add_argument("--out", default=str(REPO / "perf" / "results" / "agents.json"))
     a = p.parse_args()
+    if a.lift_only and not a.train:
+        p.error("--lift-only goes with --train")
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
     rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or []), r.get("skill")): r
@@ -196,15 +199,19 @@ def main() -> None:
         runs.mkdir(parents=True, exist_ok=True)
         for harness in a.harness.split(","):
             for benchmark in a.benchmark.split(","):
-                run, measured = eval_run(harness, benchmark, a, runs)
-                row = row_of(harness, benchmark, run, measured)
-                row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
-                           options=a.option, skill=_shown(skill_of(benchmark, a)), command=command,
-                           date=machine()["date"])
-                rows[(harness, benchmark, a.target, ",".join(a.option), row["skill"])] = row
-                print(json.dumps(row), flush=True)
+                if not a.lift_only:
+                    run, measured = eval_run(harness, benchmark, a, runs)
+                    row = row_of(harness, benchmark, run, measured)
+                    row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
+                               options=a.option, skill=_shown(skill_of(benchmark, a)), command=command,
+                               date=machine()["date"])
+                    rows[(harness, benchmark, a.target, ",".join(a.option), row["skill"])] = row
+                    print(json.dumps(row), flush=True)
                 if a.train:
-                    lift[(harness, benchmark, a.target)] = {**train_run(harness, benchmark, a, runs), "target": a.target}
+                    lift[(harness, benchmark, a.target)] = {
+                        **train_run(harness, benchmark, a, runs), "target": a.target, "options": a.option,
+                        "timeout_s": a.timeout, "max_turns": a.max_turns, "max_tokens": a.max_tokens,
+                        "command": command, "date": machine()["date"]}
                     print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    "(the benchmark's own under skills/, else skills/default); means per scored rollout",
