@@ -132,7 +132,8 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
                     "--batch-size", str(min(a.n, 4)), "--concurrency", str(a.concurrency),
                     "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}",
                     "--set", f"limits.max_tokens={a.max_tokens}",
-                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")])
+                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")],
+                    *[x for o in a.sets for x in ("--set", o)])
     m = measure(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)}, timeout=a.n * a.timeout * 12 + 1800)
     if m.rc != 0:
         raise SystemExit(f"{harness} on {benchmark}: skillopt run failed ({m.rc}): {m.stderr[-2000:]}")
@@ -180,6 +181,8 @@ def main() -> None:
     p.add_argument("--skill", help="score this SKILL.md instead of the benchmark's seed (a hand-written skill: "
                                    "what a skill can do for this agent and model)")
     p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
+    p.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
+                   help="with --train: a setting of the training run (repeatable)")
     p.add_argument("--lift-only", action="store_true", help="with --train: the training run only, no seed eval row")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
@@ -211,7 +214,7 @@ def main() -> None:
                     lift[(harness, benchmark, a.target)] = {
                         **train_run(harness, benchmark, a, runs), "target": a.target, "options": a.option,
                         "timeout_s": a.timeout, "max_turns": a.max_turns, "max_tokens": a.max_tokens,
-                        "command": command, "date": machine()["date"]}
+                        "settings": a.sets, "command": command, "date": machine()["date"]}
                     print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    "(the benchmark's own under skills/, else skills/default); means per scored rollout",
