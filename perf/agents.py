@@ -129,7 +129,7 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
     argv = skillopt("--runs-dir", str(runs), "run", "--benchmark", benchmark, "--harness", harness,
                     "--target_model", a.target, "--optimizer_model", a.optimizer or a.target, "--run-id", run_id,
                     "--epochs", "1", "--train-size", str(a.n), "--val-size", str(a.n), "--test-size", str(a.n),
-                    "--batch-size", str(min(a.n, 4)), "--concurrency", str(a.concurrency),
+                    "--batch-size", str(a.batch_size or min(a.n, 4)), "--concurrency", str(a.concurrency),
                     "--set", f"limits.timeout_s={a.timeout}", "--set", f"limits.max_turns={a.max_turns}",
                     "--set", f"limits.max_tokens={a.max_tokens}",
                     *[x for o in a.option for x in ("--set", f"harness_options.{o}")],
@@ -181,6 +181,7 @@ def main() -> None:
     p.add_argument("--skill", help="score this SKILL.md instead of the benchmark's seed (a hand-written skill: "
                                    "what a skill can do for this agent and model)")
     p.add_argument("--train", action="store_true", help="also measure lift: a training run per harness and benchmark")
+    p.add_argument("--batch-size", type=int, help="with --train: train tasks per step (default: min(n, 4))")
     p.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
                    help="with --train: a setting of the training run (repeatable)")
     p.add_argument("--lift-only", action="store_true", help="with --train: the training run only, no seed eval row")
