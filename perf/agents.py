@@ -123,8 +123,6 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
     """`--train`: one training run (the embedded model as target and optimizer), seed vs best on its
     sealed test split: the paired delta with its 95% interval (the run's own `test_delta`), and the
     lines the accepted edits added to the skill."""
-    import difflib
-
     run_id = f"agents-{harness}-{benchmark}"
     argv = skillopt("--runs-dir", str(runs), "run", "--benchmark", benchmark, "--harness", harness,
                     "--target_model", a.target, "--optimizer_model", a.optimizer or a.target, "--run-id", run_id,
@@ -137,19 +135,50 @@ def train_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) -
     m = measure(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)}, timeout=a.n * a.timeout * 12 + 1800)
     if m.rc != 0:
         raise SystemExit(f"{harness} on {benchmark}: skillopt run failed ({m.rc}): {m.stderr[-2000:]}")
-    run = runs / run_id
+    return {**lift_of(runs / run_id), "run_wall_s": m.wall_s}
+
+
+def lift_of(run: Path) -> dict:
+    """A finished training run's lift: seed and best on its test split, the paired delta with its 95%
+    interval (the run's own), the kinds of the accepted candidates and the lines they added."""
+    import difflib
+
+
     summary = json.loads((run / "summary.json").read_text())
+    import yaml
+
+    config = yaml.safe_load((run / "config.yaml").read_text()) or {}
     delta = summary.get("test_delta") or {}
     seed = (run / "skills" / "v000.md").read_text().splitlines()
     best = (run / "best_skill.md").read_text().splitlines()
     added = [ln[1:] for ln in difflib.unified_diff(seed, best, lineterm="", n=0)
              if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
-    test = (summary.get("scores") or {}).get("seed", {}).get("test") or {}
-    return {"harness": harness, "benchmark": benchmark, "n": test.get("n"), "delta": delta.get("mean"),
-            "ci_low": delta.get("lo"), "ci_high": delta.get("hi"), "accepted_edits": added,
-            "edits_accepted": summary.get("edits_accepted"), "steps": summary.get("steps"),
-            "wins": summary.get("test_wins"), "losses": summary.get("test_losses"), "run_wall_s": m.wall_s,
-            "run": run_id}
+    scores = summary.get("scores") or {}
+    origins = [c.get("origin") for path in sorted((run / "steps").glob("*/candidates.json"))
+               for c in json.loads(path.read_text()) if c.get("status") == "accepted"]
+    return {"harness": config.get("harness"), "benchmark": config.get("benchmark"),
+            "n": ((scores.get("seed") or {}).get("test") or {}).get("n"),
+            "seed_test": ((scores.get("seed") or {}).get("test") or {}).get("hard"),
+            "best_test": ((scores.get("best") or {}).get("test") or {}).get("hard"),
+            "delta": delta.get("mean"), "ci_low": delta.get("lo"), "ci_high": delta.get("hi"),
+            "wins": summary.get("test_wins"), "losses": summary.get("test_losses"), "accepted": origins,
+            "accepted_edits": added, "edits_accepted": summary.get("edits_accepted"), "steps": summary.get("steps"),
+            "run": run.name}
+
+
+def recorded(run: Path, command: str) -> dict:
+    """The lift row of a finished training run, its settings read from the run's config."""
+    import yaml
+
+    config = yaml.safe_load((run / "config.yaml").read_text()) or {}
+    limits, train = config.get("limits") or {}, config.get("train") or {}
+    options = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config.get("harness_options") or {}).items()]
+    return {**lift_of(run), "target": config.get("target_model"), "options": options,
+            "timeout_s": limits.get("timeout_s"), "max_turns": limits.get("max_turns"),
+            "max_tokens": limits.get("max_tokens"), "command": command, "recorded_from": str(run),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime((run / "summary.json").stat().st_mtime)),
+            "settings": {k: train.get(k) for k in ("batch_size", "max_reflections_per_step", "rules_per_step",
+                                                   "trajectory_reflections", "consolidate")}}
 
 
 def _shown(path: Path) -> str:
@@ -184,6 +213,9 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, help="with --train: train tasks per step (default: min(n, 4))")
     p.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
                    help="with --train: a setting of the training run (repeatable)")
+    p.add_argument("--record", metavar="RUN_DIR", help="add the lift row of a finished --train run (kept with "
+                   "--keep) read with this script's code, running nothing")
+    p.add_argument("--record-command", help="with --record: the command that made the run")
     p.add_argument("--lift-only", action="store_true", help="with --train: the training run only, no seed eval row")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
@@ -198,10 +230,14 @@ def main() -> None:
     lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
     t0 = time.time()
     command = "python perf/agents.py " + " ".join(x for x in sys.argv[1:] if not x.startswith("--keep"))
+    if a.record:
+        row = recorded(Path(a.record), a.record_command or command)
+        lift[(row["harness"], row["benchmark"], row["target"])] = row
+        a.train = True
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
         runs = Path(a.keep) if a.keep else Path(tmp)
         runs.mkdir(parents=True, exist_ok=True)
-        for harness in a.harness.split(","):
+        for harness in a.harness.split(",") if not a.record else []:
             for benchmark in a.benchmark.split(","):
                 if not a.lift_only:
                     run, measured = eval_run(harness, benchmark, a, runs)

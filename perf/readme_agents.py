@@ -21,25 +21,37 @@ def render_agents(doc: dict | None) -> str:
     lines += [f"{i + 1}. `{r.get('command', doc.get('command', 'python perf/agents.py'))}` ({r.get('date', '')})"
               for i, r in enumerate(doc.get("rows", []))]
     lines += ["",
-             "| # | harness | benchmark | target | options | n | solved | skill loaded | turns | prompt tokens "
+             "| # | harness | benchmark | target | options | skill | n | solved | skill loaded | turns | prompt tokens "
              "(cached) | generated | wall s | failure kinds |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(doc.get("rows", [])):
         kinds = ", ".join(f"{k} {r['failure_kinds'][k]}" for k in KINDS if r.get("failure_kinds", {}).get(k)) or "none"
         opts = ", ".join(r.get("options") or []) or f"max_tokens={r.get('max_tokens', '-')}"
         if r.get("options"):
             opts += f", max_tokens={r.get('max_tokens', '-')}"
-        lines.append(f"| {i + 1} | {r['harness']} | {r['benchmark']} | {r.get('target', '-')} | {opts} | {r['n']} | "
+        lines.append(f"| {i + 1} | {r['harness']} | {r['benchmark']} | {r.get('target', '-')} | {opts} | "
+                     f"{r.get('skill') or 'skills/default/SKILL.md'} | {r['n']} | "
                      f"{_n(r.get('seed_solve'), 2)} | {_n(r.get('skill_loaded'), 2)} | {_n(r.get('turns'), 1)} | "
                      f"{_n(r.get('prompt_tokens'))} ({_n(r.get('cached_prompt_tokens'))}) | "
                      f"{_n(r.get('completion_tokens'))} | {_n(r.get('wall_s'))} | {kinds} |")
     lift = doc.get("lift") or []
     if lift:
-        lines += ["", "| harness | benchmark | n | delta | 95% interval | accepted edits |", "|---|---|---|---|---|---|"]
-        for r in lift:
-            edits = "; ".join(f"“{e}”" for e in r.get("accepted_edits") or []) or "none"
-            lines.append(f"| {i + 1} | {r['harness']} | {r['benchmark']} | {r.get('n')} | {_n(r.get('delta'), 3)} | "
-                         f"[{_n(r.get('ci_low'), 3)}, {_n(r.get('ci_high'), 3)}] | {edits} |")
+        lines += ["", "Lift: one training run each (`--train`), seed against the best skill on the run's sealed test "
+                  "split, paired. Each run's command:", ""]
+        lines += [f"{i + 1}. `{r.get('command', '-')}` ({r.get('date', '')})" for i, r in enumerate(lift)]
+        lines += ["", "| # | harness | benchmark | target | options | n | seed | best | best - seed [95% CI] | won/lost "
+                  "| accepted (kind) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for i, r in enumerate(lift):
+            opts = ", ".join(r.get("options") or []) or "-"
+            kinds = ", ".join(r.get("accepted") or []) or ("none" if "accepted" in r else "-")
+            lines.append(f"| {i + 1} | {r['harness']} | {r['benchmark']} | {r.get('target', '-')} | {opts} | "
+                         f"{r.get('n')} | {_n(r.get('seed_test'), 3)} | {_n(r.get('best_test'), 3)} | "
+                         f"{_n(r.get('delta'), 3)} [{_n(r.get('ci_low'), 3)}, {_n(r.get('ci_high'), 3)}] | "
+                         f"{r.get('wins', '-')}/{r.get('losses', '-')} | {kinds} |")
+        for i, r in enumerate(lift):
+            if r.get("accepted_edits"):
+                lines += ["", f"What the accepted edits of run {i + 1} added to the skill:", "", "````markdown",
+                          *r["accepted_edits"], "````"]
     else:
         lines += ["", f"Lift: {doc.get('lift_note', 'not measured')}."]
     for note in doc.get("notes") or []:
