@@ -229,7 +229,10 @@ def main() -> None:
             for r in doc.get("rows", [])}
     lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
     t0 = time.time()
-    command = "python perf/agents.py " + " ".join(x for x in sys.argv[1:] if not x.startswith("--keep"))
+    argv = sys.argv[1:]
+    dropped = {i for i, x in enumerate(argv) if x.startswith("--keep")} | {
+        i + 1 for i, x in enumerate(argv) if x in ("--keep", "--out")} | {i for i, x in enumerate(argv) if x == "--out"}
+    command = "python perf/agents.py " + " ".join(x for i, x in enumerate(argv) if i not in dropped)
     if a.record:
         row = recorded(Path(a.record), a.record_command or command)
         lift[(row["harness"], row["benchmark"], row["target"])] = row
