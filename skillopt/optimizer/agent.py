@@ -58,7 +58,10 @@ _HARNESS_NOISE = ("SKILL.md", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
 
 
 def traced(scored: list[ScoredRollout], failed: bool) -> list[ScoredRollout]:
-    return [r for r in scored if r.failed == failed and r.trajectory is not None and not r.error]
+    """The rollouts with a trajectory that failed (or passed). An agent that stopped on its own limit
+    (max turns, time-out, no valid action) failed, and is shown: that stop is what the skill must
+    change. An infrastructure error never reaches the optimizer at all."""
+    return [r for r in scored if r.failed == failed and r.trajectory is not None]
 
 
 def kinds_over(rollouts: list[ScoredRollout]) -> list[tuple[str, int]]:
@@ -306,7 +309,7 @@ class TrajectoryDemonstrationProposer:
                                    edits=[edit], rationale=why, sources=failed[:4] or [r.task_id])])
 
     async def _from_teacher(self, state: SearchState) -> Proposal:
-        failed = [r.task_id for r in state.scored if r.failed and not r.error and r.task_id in state.tasks]
+        failed = [r.task_id for r in state.scored if r.failed and r.task_id in state.tasks]
         if (self.teacher is None or self.form is None
                 or not any(state.tasks[t].kind == "code" for t in failed)):
             return Proposal()
