@@ -50,6 +50,8 @@ SHOWN_FAILURES = 4  # failed trajectories per reflection
 SHOWN_SUCCESSES = 2
 PROCEDURE = "Procedure"
 EXAMPLE = "Example run"
+EXAMPLE_OPENING = (f"## {EXAMPLE}\n\nA solved task, condensed to the steps that mattered; work through yours in the "
+                   "same order.\n\n")  # a condensed trajectory's and the teacher's example run alike
 MIN_STEPS, MAX_STEPS = 3, 7
 MAX_STEP_CHARS = 200
 EXAMPLE_STEPS = 8  # commands kept in a condensed example
@@ -259,8 +261,7 @@ def example_section(t: Trajectory, steps: list[TrajectoryStep]) -> str:
         code = "" if s.exit is None else f" (exit {s.exit})"
         lines.append(f"{i}. {what}`{s.command}`{code}")
     result = f"\n\nResult: {t.diff}" if t.diff else ""
-    return (f"## {EXAMPLE}\n\nA solved task, condensed to the steps that mattered; work through yours in the same "
-            f"order.\n\n" + "\n".join(lines) + result + "\n")
+    return EXAMPLE_OPENING + "\n".join(lines) + result + "\n"
 
 
 @dataclass(frozen=True)
@@ -280,8 +281,7 @@ def written_file_section(path: str, code: str, form: ActionForm) -> str:
     steps = [f"1. Write the whole of `{path}` in one command:\n\n{form.action(heredoc)}"]
     if form.submit:
         steps.append(f"2. Submit:\n\n{form.action(form.submit)}")
-    return (f"## {EXAMPLE}\n\nA solved task, condensed to the steps that mattered; work through yours in the same "
-            f"order.\n\n" + "\n\n".join(steps) + "\n")
+    return EXAMPLE_OPENING + "\n\n".join(steps) + "\n"
 
 
 class TrajectoryDemonstrationProposer:

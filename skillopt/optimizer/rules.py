@@ -22,6 +22,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from pydantic import BaseModel, Field
 
@@ -140,6 +141,7 @@ def prompt_grams(template: str, n: int, **values) -> frozenset[tuple[str, ...]]:
     return _PROMPT_GRAMS[key]
 
 
+@cache
 def _instruction_grams(n: int) -> frozenset[tuple[str, ...]]:
     """The rules prompt's instructions, both of its branches (a failure with an answer, one without)."""
     empty = dict(skill_text="", failures=[], passes=[], tail=reply_tail, rules=[], rejected=[], facts=[])
