@@ -30,12 +30,13 @@ sys.path.insert(0, str(REPO))
 from perf.common import RESULTS, stop_runs_on_sigterm, write_json  # noqa: E402
 from skillopt.stats import paired_difference_interval  # noqa: E402
 
-def gepa_python() -> Path:
-    """GEPA 0.1.4 in its own virtualenv under the cache (perf/peer_envs.py, shared with perf/peers.py)."""
+def peer_python(peer: str) -> Path:
+    """A peer (GEPA 0.1.4, DSPy 3.4.1) in its own virtualenv under the cache (perf/peer_envs.py, shared
+    with perf/peers.py)."""
     sys.path.insert(0, str(REPO / "perf"))
-    from peer_envs import peer_python
+    from peer_envs import peer_python as python_of
 
-    return peer_python("gepa")
+    return python_of(peer)
 
 
 def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
@@ -95,15 +96,15 @@ def same_run(run: Path, row: dict) -> bool:
     return (scores["seed"]["test"], scores["best"]["test"]) == (row.get("seed_test"), row.get("best_test"))
 
 
-def versus_gepa(row: dict) -> dict | None:
-    """Our best skill minus GEPA's best prompt on the test tasks both scored, paired (Agresti-Min)."""
-    ours, theirs = row.get("best_test_by_task"), (row.get("gepa") or {}).get("best_test_by_task")
+def versus_peer(row: dict, peer: str = "gepa") -> dict | None:
+    """Our best skill minus a peer's best prompt on the test tasks both scored, paired (Agresti-Min)."""
+    ours, theirs = row.get("best_test_by_task"), (row.get(peer) or {}).get("best_test_by_task")
     if not ours or not theirs:
         return None
     common = sorted(set(ours) & set(theirs))
     a, b = [theirs[t] for t in common], [ours[t] for t in common]
     return {**paired_difference_interval(a, b).model_dump(), "ours_only": sum(y > x for x, y in zip(a, b)),
-            "gepa_only": sum(x > y for x, y in zip(a, b))}
+            f"{peer}_only": sum(x > y for x, y in zip(a, b))}
 
 
 def gate_evidence(run: Path) -> list[dict]:
@@ -137,6 +138,13 @@ def paired_test_scores(rows: list[dict], a_sha: str, b_sha: str) -> tuple[list[f
 
 
 def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
+    return run_peer("gepa", benchmark, seed, budget, root)
+
+
+def run_peer(peer: str, benchmark: str, seed: int, budget: int, root: Path) -> dict:
+    """A peer's optimizer (`perf/{peer}_runner.py`: GEPA's own DefaultAdapter, or DSPy's MIPROv2) on the
+    split of our run, with our models in the same roles and our target-call budget; its seed and best
+    scored on the same test tasks."""
     from skillopt.benchmarks import get_benchmark
     from skillopt.config import PRESETS, resolve_config
     from skillopt.engine.training import seed_skill
@@ -155,15 +163,15 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
         reflector = target if reflection_name == target_name else stack.enter_context(LocalServer(reflection_name))
         job = {split: [t.model_dump(mode="json") for t in bench.tasks(split)] for split in ("train", "val", "test")}
         job.update(seed_prompt=seed_prompt, max_metric_calls=budget, seed=seed, concurrency=cfg.train.concurrency,
-                   run_dir=str(root / f"gepa-{benchmark}-{seed}"),
+                   run_dir=str(root / f"{peer}-{benchmark}-{seed}"),
                    target={"base_url": target.base_url + "/v1", "model": target_name, "max_tokens": max_tokens},
                    reflection={"base_url": reflector.base_url + "/v1", "model": reflection_name,
                                "max_tokens": cfg.models.optimizer_max_tokens * 2})
-        job_path, out_path = root / f"gepa-{benchmark}-{seed}.job.json", root / f"gepa-{benchmark}-{seed}.out.json"
+        job_path, out_path = root / f"{peer}-{benchmark}-{seed}.job.json", root / f"{peer}-{benchmark}-{seed}.out.json"
         job_path.write_text(json.dumps(job))
         t0 = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        r = subprocess.run([str(gepa_python()), str(REPO / "perf" / "gepa_runner.py"), str(job_path), str(out_path)],
+        r = subprocess.run([str(peer_python(peer)), str(REPO / "perf" / f"{peer}_runner.py"), str(job_path), str(out_path)],
                            capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
     if r.returncode != 0:
@@ -175,7 +183,7 @@ def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
     return {"wall_s": round(wall, 1), "budget": budget, "seed_test": sum(xs) / len(xs), "best_test": sum(ys) / len(ys),
             "test_delta": ci.model_dump(), "n": len(ids), "best_test_by_task": out["best_test"], **{k: out[k] for k in (
                 "target_calls_optimizing", "reflection_calls", "candidates", "best_val", "seed_val",
-                "best_prompt_chars", "best_prompt")}}
+                "best_prompt_chars", "best_prompt", "best_demos", "optimizer", "knobs") if k in out}}
 
 
 def main() -> None:
@@ -244,7 +252,7 @@ def write(path: Path, runs: list[dict], machine: dict | None = None, date: str |
     sim = json.loads(sim_path.read_text()) if sim_path.exists() else None
     for row in runs:
         if "gepa" in row and "error" not in row["gepa"]:
-            row["gepa"]["ours_minus_gepa"] = versus_gepa(row)
+            row["gepa"]["ours_minus_gepa"] = versus_peer(row)
     data = {
         "runs": sorted(runs, key=lambda r: (r["benchmark"], r["split_seed"])),
         "gate_simulation": None if sim is None else {

@@ -29,19 +29,29 @@ def _row(r: dict, at: bool = False) -> list[str]:
         arm += ", 3 epochs"
     if "error" in r:
         return [r["family"], r["kind"], str(r["split_seed"]), arm, "error: " + r["error"][-80:].replace("|", "/")
-                .replace("\n", " ")] + ["-"] * 8
-    g = r.get("gepa") or {}
-    vs = g.get("ours_minus_gepa")
+                .replace("\n", " ")] + ["-"] * 9
     accepted = ", ".join(e["origin"] for e in r.get("accepted_edits", [])) or "none"
     return [r["family"], r["kind"], str(r["split_seed"]), arm, _score(r.get("seed_test")), _score(r.get("best_test")),
             _ci(r.get("test_delta")), f"{r.get('test_wins', '-')}/{r.get('test_losses', '-')}", accepted,
             "; ".join(f"{k} {n}" for k, n in r["proposed"].items()) or "none" if "proposed" in r else "-",
             str(r.get("best_skill_tokens", "-")), "yes" if r.get("copied_eval_text") else "no",
-            (_ci(g.get("test_delta")) if g and "error" not in g else "-") + (f"; ours - GEPA {_ci(vs)}" if vs else "")]
+            _peer(r, "gepa", "GEPA"), _peer(r, "dspy", "DSPy")]
+
+
+def _peer(r: dict, key: str, name: str) -> str:
+    """A peer's best minus its seed on test, and ours minus the peer's best, paired."""
+    g = r.get(key) or {}
+    if not g:
+        return "-"
+    if "error" in g:
+        return "error"
+    vs = g.get(f"ours_minus_{key}")
+    return _ci(g.get("test_delta")) + (f"; ours - {name} {_ci(vs)}" if vs else "")
 
 
 HEAD = ["family", "kind", "split seed", "arm", "seed skill (test)", "best skill (test)", "best - seed [95% CI]",
-        "tasks won/lost", "accepted edits (kind)", "candidates (kind: how far)", "best skill tokens", "copies val/test text", "GEPA best - seed"]
+        "tasks won/lost", "accepted edits (kind)", "candidates (kind: how far)", "best skill tokens", "copies val/test text", "GEPA best - seed",
+        "DSPy MIPROv2 best - seed"]
 
 
 def suite_part(doc: dict) -> list[str]:

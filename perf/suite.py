@@ -18,7 +18,7 @@ Protocol (issue 25): develop on split seeds 0-4; report on 100-102, once, after 
 frozen: `--report` refuses seeds under 100 and records the commit, which must be clean.
 
 Usage: python perf/suite.py [--families gsm8k,jeopardy,...] [--seeds 0] [--arms ours,template-off,...]
-                            [--gepa | --gepa-only] [--accumulate] [--report] [--out perf/results/suite.json] [--work DIR]
+                            [--gepa | --gepa-only | --dspy-only] [--accumulate] [--report] [--out perf/results/suite.json] [--work DIR]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from perf.common import RESULTS, stop_runs_on_sigterm, write_json  # noqa: E402
-from perf.quality import describe_run, run_gepa, run_ours, versus_gepa  # noqa: E402
+from perf.quality import describe_run, run_ours, run_peer, versus_peer  # noqa: E402
 
 FAMILIES: dict[str, dict[str, str]] = {
     # reasoning procedure
@@ -187,9 +187,9 @@ def measure(family: str, seed: int, arm: str, root: Path, gepa: bool, accumulate
         row["epochs"] = 3
         row["versions_on_test"] = versions_on_test(work / "runs" / row["run_id"], work)
     if gepa:
-        row["gepa"] = run_gepa(family, seed, row["target_calls_before_test"], work)
+        row["gepa"] = run_peer("gepa", family, seed, row["target_calls_before_test"], work)
         if "error" not in row["gepa"]:
-            row["gepa"]["ours_minus_gepa"] = versus_gepa(row)
+            row["gepa"]["ours_minus_gepa"] = versus_peer(row)
     return row
 
 
@@ -220,6 +220,8 @@ def main() -> None:
     ap.add_argument("--gepa-only", action="store_true",
                     help="GEPA 0.1.4 beside the 'ours' rows already in --out (their split, models and target-call "
                          "budget), ours not run again")
+    ap.add_argument("--dspy-only", action="store_true",
+                    help="DSPy 3.4.1's MIPROv2 beside the 'ours' rows already in --out, as --gepa-only")
     ap.add_argument("--accumulate", action="store_true",
                     help="3 epochs with consolidation; every accepted version scored on test after the run")
     ap.add_argument("--report", action="store_true", help="report seeds (100 and up) on a clean, recorded commit")
@@ -255,8 +257,8 @@ def main() -> None:
                                                   r.get("accumulate", False)) != key] + [row]
         write(out, doc)
         return
-    if args.gepa_only:
-        gepa_beside(doc, families, seeds, root, out, head, clean)
+    if args.gepa_only or args.dspy_only:
+        peer_beside("gepa" if args.gepa_only else "dspy", doc, families, seeds, root, out, head, clean)
         return
     for family in families:
         for seed in seeds:
@@ -276,24 +278,25 @@ def main() -> None:
     print(f"wrote {out}")
 
 
-def gepa_beside(doc: dict, families: list[str], seeds: list[int], root: Path, out: Path, head: str,
+def peer_beside(peer: str, doc: dict, families: list[str], seeds: list[int], root: Path, out: Path, head: str,
                 clean: bool) -> None:
-    """GEPA on the split of each finished 'ours' row of these families and seeds, with the target
-    calls that run made before test as its budget, paired with it on the same test tasks."""
+    """A peer (GEPA 0.1.4, DSPy's MIPROv2) on the split of each finished 'ours' row of these families
+    and seeds, with the target calls that run made before test as its budget, paired with it on the
+    same test tasks."""
     for row in doc["runs"]:
         if (row["arm"] != "ours" or row.get("accumulate") or "error" in row or row["family"] not in families
                 or row["split_seed"] not in seeds):
             continue
         if FAMILIES[row["family"]]["kind"] == "code":
-            print(f"{row['family']}: GEPA's runner scores answers, not code; not run", flush=True)
+            print(f"{row['family']}: the {peer} runner scores answers, not code; not run", flush=True)
             continue
-        gepa = run_gepa(row["family"], row["split_seed"], row["target_calls_before_test"], root)
-        gepa.update(commit=head, clean=clean)
-        row["gepa"] = gepa
-        if "error" not in gepa:
-            gepa["ours_minus_gepa"] = versus_gepa(row)
-        print(f"{row['family']} seed {row['split_seed']} gepa: "
-              f"{json.dumps({k: v for k, v in gepa.items() if k not in ('best_prompt', 'best_test_by_task')})[:500]}",
+        theirs = run_peer(peer, row["family"], row["split_seed"], row["target_calls_before_test"], root)
+        theirs.update(commit=head, clean=clean)
+        row[peer] = theirs
+        if "error" not in theirs:
+            theirs[f"ours_minus_{peer}"] = versus_peer(row, peer)
+        print(f"{row['family']} seed {row['split_seed']} {peer}: "
+              f"{json.dumps({k: v for k, v in theirs.items() if k not in ('best_prompt', 'best_test_by_task')})[:500]}",
               flush=True)
         write(out, doc)
 
