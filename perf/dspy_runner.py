@@ -25,7 +25,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,15 +43,12 @@ def knobs(budget: int, train: int, val: int, minibatch: int = 8) -> dict[str, in
 def main(job_path: str, out_path: str) -> None:
     import dspy
 
+    from perf.peer_job import read_job, test_scores
+    from perf.peer_job import user_message as user
     from skillopt.benchmarks.base import Task
     from skillopt.benchmarks.qa import score_text
 
-    job = json.loads(Path(job_path).read_text())
-    tasks = {split: [Task.model_validate(t) for t in job[split]] for split in ("train", "val", "test")}
-
-    def user(t: Task) -> str:  # what our chat harness sends as the user message
-        return t.prompt if not t.context else f"{t.context}\n\n{t.prompt}"
-
+    job, tasks = read_job(job_path)
     by_question = {user(t): t for ts in tasks.values() for t in ts}
     counts = {"target": 0, "reflection": 0}
     lock = threading.Lock()
@@ -92,17 +88,14 @@ def main(job_path: str, out_path: str) -> None:
     train_s = time.perf_counter() - t0
     optimize_calls, reflection_calls = counts["target"], counts["reflection"]
 
-    def test_scores(program) -> dict[str, float]:
-        """As our runs score the test split: the same concurrency (the server's slots)."""
-        def one(t: Task) -> float:
+    def scored(program) -> dict[str, float]:
+        def answer(t: Task) -> str:
             try:
-                answer = program(question=user(t)).answer
+                return program(question=user(t)).answer or ""
             except Exception:  # DSPy could not parse the reply: no answer
-                return 0.0
-            return score_text(t, answer or "").hard
+                return ""
 
-        with ThreadPoolExecutor(job.get("concurrency", 4)) as pool:
-            return dict(zip((t.id for t in tasks["test"]), pool.map(one, tasks["test"])))
+        return test_scores(tasks["test"], answer, job.get("concurrency", 4))
 
     predictor = best.predictors()[0]
     instructions = predictor.signature.instructions
@@ -112,7 +105,7 @@ def main(job_path: str, out_path: str) -> None:
         "target_calls_optimizing": optimize_calls, "reflection_calls": reflection_calls,
         "best_val": getattr(best, "score", None), "best_prompt": instructions, "best_demos": demos,
         "best_prompt_chars": len(instructions) + sum(len(d["question"]) + len(d["answer"]) for d in demos),
-        "seed_test": test_scores(seed_program), "best_test": test_scores(best),
+        "seed_test": scored(seed_program), "best_test": scored(best),
     }, indent=2))
 
 

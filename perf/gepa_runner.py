@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,15 +29,11 @@ def main(job_path: str, out_path: str) -> None:
     import openai
     from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult
 
-    from skillopt.benchmarks.base import Task
+    from perf.peer_job import read_job, test_scores
+    from perf.peer_job import user_message as user
     from skillopt.benchmarks.qa import score_text
 
-    job = json.loads(Path(job_path).read_text())
-    tasks = {split: [Task.model_validate(t) for t in job[split]] for split in ("train", "val", "test")}
-
-    def user(t: Task) -> str:  # what our chat harness sends as the user message
-        return t.prompt if not t.context else f"{t.context}\n\n{t.prompt}"
-
+    job, tasks = read_job(job_path)
     by_prompt = {user(t): t for ts in tasks.values() for t in ts}
     target, reflection = job["target"], job["reflection"]
     tclient = openai.OpenAI(base_url=target["base_url"], api_key="none", max_retries=3, timeout=600)
@@ -81,16 +76,13 @@ def main(job_path: str, out_path: str) -> None:
     best_prompt = best["system_prompt"] if isinstance(best, dict) else str(best)
     optimize_calls = counts["target"]
 
-    def test_scores(prompt: str) -> dict[str, float]:
-        """As our runs score the test split: the same concurrency (the server's slots)."""
-        def one(t: Task) -> float:
-            return score_text(t, task_lm([{"role": "system", "content": prompt}, {"role": "user", "content": user(t)}])).hard
+    def scored(prompt: str) -> dict[str, float]:
+        return test_scores(tasks["test"], lambda t: task_lm([{"role": "system", "content": prompt},
+                                                             {"role": "user", "content": user(t)}]),
+                           job.get("concurrency", 4))
 
-        with ThreadPoolExecutor(job.get("concurrency", 4)) as pool:
-            return dict(zip((t.id for t in tasks["test"]), pool.map(one, tasks["test"])))
-
-    seed_test = test_scores(job["seed_prompt"])
-    best_test = test_scores(best_prompt) if best_prompt != job["seed_prompt"] else dict(seed_test)
+    seed_test = scored(job["seed_prompt"])
+    best_test = scored(best_prompt) if best_prompt != job["seed_prompt"] else dict(seed_test)
     Path(out_path).write_text(json.dumps({
         "gepa_version": getattr(gepa, "__version__", "0.1.4"), "train_seconds": round(train_s, 1),
         "target_calls_optimizing": optimize_calls, "reflection_calls": counts["reflection"],
