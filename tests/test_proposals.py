@@ -61,6 +61,25 @@ def test_a_name_several_tasks_share_or_the_skill_holds_is_no_leak():
     assert LeakageCheck(one, SKILL.render()).check([Edit(op="add", text="Ask Maria first.")])
 
 
+def test_a_rule_that_rewords_one_task_is_a_copy_and_the_wording_tasks_share_is_not():
+    """The 1.5B's rule from an MBPP run (report split seed 100): one train task's words with an article
+    added and a preposition changed, so no run of six words was left and it went to the gate, which
+    rejected it. Runs of five content words catch it; what two tasks share is the benchmark's own."""
+    tail = "Your code should pass tests like this one: assert {}([1, 15, 51], 3) == 66"
+    tasks = [make_task("mbpp-245", "Write a function to find the maximum sum of bi-tonic sub-sequence for the given "
+                                   "array. " + tail.format("max_sum"), ["x"]),
+             make_task("mbpp-60", "Write a function to find the maximum length of the subsequence with difference "
+                                  "between adjacent elements for the given array. " + tail.format("max_len_sub"), ["y"])]
+    check = LeakageCheck(tasks, SKILL.render())
+    reworded = "The function should find the maximum sum of a bi-tonic sub-sequence in a given array."
+    (finding,) = check.check([Edit(op="add", text=reworded)])
+    assert finding.task_id == "mbpp-245" and "reworded run 'bi tonic sub sequence given'" in str(finding)
+    general = "Write a function to find the answer for the given array, and make it pass tests like this one."
+    assert check.check([Edit(op="add", text=general)]) == []  # the two tasks' shared wording
+    example = Edit(op="add", text=f"Task: {tasks[0].prompt}", evidence=["mbpp-245"])  # exact runs only
+    assert LeakageCheck(tasks[1:], SKILL.render(), runs_only=True, own=tasks[:1]).check([example]) == []
+
+
 def test_the_benchmarks_own_wording_a_worked_example_shares_with_one_other_task_is_no_copy():
     """MBPP's prompts all say "Your code should pass tests like this one: assert ...": a worked example
     quoting its own task shares that run with any other task whose function name starts alike, and

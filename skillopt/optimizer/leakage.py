@@ -5,6 +5,10 @@ Before any rollout, each edit's new text is compared with the train tasks the op
 
 - shares a run of `N` words or more with a task prompt, unless that run is boilerplate (it occurs
   in the prompts of several tasks, or is already in the skill), or
+- shares a run of `M` content words with a task prompt, the words between them aside (articles,
+  prepositions: a small model rewords one task with an article added, "find the maximum sum of a
+  bi-tonic sub-sequence in a given array", and no run of `N` words is left), under the same
+  exception, or
 - contains a task's reference answer (a number of two digits or more, or a text answer of two
   characters or more) as a whole token, unless the skill already holds it, or
 - repeats a quantity of a task together with a word next to it in that task ("2 fruits"), or
@@ -12,8 +16,8 @@ Before any rollout, each edit's new text is compared with the train tasks the op
   place: "Determine Anthony's pencils first"), which no other shown task has and the skill lacks.
 
 A worked example made by the demonstration strategy quotes its own train task by design; it is
-checked against the other tasks for copied runs of words only (`runs_only`): a number in its reply
-that happens to be another task's answer is a coincidence, not a copy.
+checked against the other tasks for copied runs of words only (`runs_only`, exact runs): a number
+in its reply that happens to be another task's answer is a coincidence, not a copy.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from skillopt.benchmarks.base import Task
 from skillopt.edits import Edit
 
 N = 6  # words in a copied run
+M = 5  # content words in a reworded run
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+# the words a rewording adds or drops without changing what is said
+_FUNCTION_WORDS = frozenset("a an the of in on for to and or is are be with by as at from that this its".split())
 
 
 def _words(text: str) -> list[str]:
@@ -36,6 +43,10 @@ def _words(text: str) -> list[str]:
 
 def _grams(words: list[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def _content(words: list[str]) -> list[str]:
+    return [w for w in words if w not in _FUNCTION_WORDS]
 
 
 def _names(text: str) -> set[str]:
@@ -69,11 +80,11 @@ class LeakageCheck:
         self.n, self.runs_only = n, runs_only
         self.tasks = list(tasks)
         self.skill_words = set(_words(skill_text))
-        self.skill_grams = _grams(_words(skill_text), n)
+        self.skill_grams = _grams(_words(skill_text), n) | _grams(_content(_words(skill_text)), M)
         counts: Counter[tuple[str, ...]] = Counter()
         self.prompt_words = {t.id: _words(t.prompt) for t in self.tasks}
         for words in [*self.prompt_words.values(), *(_words(t.prompt) for t in own if t.id not in self.prompt_words)]:
-            counts.update(_grams(words, n))
+            counts.update(_grams(words, n) | _grams(_content(words), M))
         self.boilerplate = {g for g, c in counts.items() if c >= 2}
         named = {t.id: _names(t.prompt) for t in self.tasks}
         seen = Counter(n for names in named.values() for n in names)
@@ -92,12 +103,16 @@ class LeakageCheck:
     def _first_leak(self, i: int, text: str) -> LeakFinding | None:
         words = _words(text)
         grams = _grams(words, self.n) - self.skill_grams - self.boilerplate
+        reworded = _grams(_content(words), M) - self.skill_grams - self.boilerplate
         for t in self.tasks:
             shared = grams & _grams(self.prompt_words[t.id], self.n)
             if shared:
                 return LeakFinding(i, t.id, f"'{' '.join(sorted(shared)[0])}'")
             if self.runs_only:
                 continue
+            shared = reworded & _grams(_content(self.prompt_words[t.id]), M)
+            if shared:
+                return LeakFinding(i, t.id, f"a reworded run '{' '.join(sorted(shared)[0])}'")
             answer = self._answer_in(words, t)
             if answer:
                 return LeakFinding(i, t.id, f"its reference answer '{answer}'")
