@@ -1,8 +1,8 @@
 """Virtual environments for the peer tools that perf/ compares skillopt with, one per tool, cached.
 
 `peer_python("gepa")` creates (once) a venv under `~/.cache/skillopt/perf-peers/gepa-0.1.4/`, installs
-the pinned release from PyPI into it (GEPA 0.1.4, DSPy 3.4.1, microsoft/SkillOpt 0.2.0), and returns the venv's python. Nothing is installed into
-skillopt's own environment. `perf/peers.py` and `perf/quality.py` both use it.
+the pinned release from PyPI into it (GEPA 0.1.4, DSPy 3.4.1, microsoft/SkillOpt 0.2.0), and returns
+the venv's python. Nothing is installed into skillopt's own environment. `perf/peers.py` and `perf/quality.py` both use it.
 
 Usage: python perf/peer_envs.py gepa skillopt      # prints each python path
 """
@@ -31,7 +31,7 @@ class Peer:
 PEERS = {
     "skillopt": Peer("skillopt", "skillopt==0.2.0", "skillopt"),  # microsoft/SkillOpt
     "gepa": Peer("gepa", "gepa[full]==0.1.4", "gepa"),  # litellm comes with the `full` extra
-    "dspy": Peer("dspy", "dspy[optuna]==3.4.1", "dspy"),  # its MIPROv2 optimizer (optuna) (perf/dspy_runner.py)
+    "dspy": Peer("dspy", "dspy[optuna]==3.4.1", "dspy"),  # MIPROv2 needs optuna (perf/dspy_runner.py)
 }
 
 

@@ -137,10 +137,6 @@ def paired_test_scores(rows: list[dict], a_sha: str, b_sha: str) -> tuple[list[f
     return [a[t] for t in common], [b[t] for t in common]
 
 
-def run_gepa(benchmark: str, seed: int, budget: int, root: Path) -> dict:
-    return run_peer("gepa", benchmark, seed, budget, root)
-
-
 def run_peer(peer: str, benchmark: str, seed: int, budget: int, root: Path) -> dict:
     """A peer's optimizer (`perf/{peer}_runner.py`: GEPA's own DefaultAdapter, or DSPy's MIPROv2) on the
     split of our run, with our models in the same roles and our target-call budget; its seed and best
@@ -223,7 +219,7 @@ def main() -> None:
             if "error" in row or row["benchmark"] not in args.benchmarks.split(",") \
                     or str(row["split_seed"]) not in args.seeds.split(","):
                 continue
-            results[i] = {**row, "gepa": run_gepa(row["benchmark"], row["split_seed"],
+            results[i] = {**row, "gepa": run_peer("gepa", row["benchmark"], row["split_seed"],
                                                    row["target_calls_before_test"], root)}
             print(f"{row['benchmark']} seed {row['split_seed']} gepa: "
                   f"{json.dumps({k: v for k, v in results[i]['gepa'].items() if k != 'best_prompt'})[:400]}", flush=True)
@@ -236,7 +232,7 @@ def main() -> None:
             print(f"{benchmark} seed {seed}: {row.get('seed_test')} -> {row.get('best_test')} "
                   f"delta {d.get('mean')} [{d.get('lo')}, {d.get('hi')}] in {row.get('wall_s')} s", flush=True)
             if args.gepa and "error" not in row:
-                row["gepa"] = run_gepa(benchmark, seed, row["target_calls_before_test"], root)
+                row["gepa"] = run_peer("gepa", benchmark, seed, row["target_calls_before_test"], root)
                 print(f"  gepa: {json.dumps({k: v for k, v in row['gepa'].items() if k != 'best_prompt'})[:400]}",
                       flush=True)
             before = [r for r in results if (r.get("benchmark"), r.get("split_seed")) == (benchmark, seed)]

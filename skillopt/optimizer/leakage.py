@@ -81,9 +81,14 @@ class LeakageCheck:
         self.tasks = list(tasks)
         self.skill_words = set(_words(skill_text))
         self.skill_grams = _grams(_words(skill_text), n) | _grams(_content(_words(skill_text)), M)
-        counts: Counter[tuple[str, ...]] = Counter()
         self.prompt_words = {t.id: _words(t.prompt) for t in self.tasks}
-        for words in [*self.prompt_words.values(), *(_words(t.prompt) for t in own if t.id not in self.prompt_words)]:
+        # each prompt's runs, exact and reworded, computed once: every edit is checked against them
+        self.runs = {tid: _grams(words, n) for tid, words in self.prompt_words.items()}
+        self.reworded_runs = {tid: _grams(_content(words), M) for tid, words in self.prompt_words.items()}
+        counts: Counter[tuple[str, ...]] = Counter()
+        for tid in self.prompt_words:
+            counts.update(self.runs[tid] | self.reworded_runs[tid])
+        for words in (_words(t.prompt) for t in own if t.id not in self.prompt_words):
             counts.update(_grams(words, n) | _grams(_content(words), M))
         self.boilerplate = {g for g, c in counts.items() if c >= 2}
         named = {t.id: _names(t.prompt) for t in self.tasks}
@@ -105,12 +110,12 @@ class LeakageCheck:
         grams = _grams(words, self.n) - self.skill_grams - self.boilerplate
         reworded = _grams(_content(words), M) - self.skill_grams - self.boilerplate
         for t in self.tasks:
-            shared = grams & _grams(self.prompt_words[t.id], self.n)
+            shared = grams & self.runs[t.id]
             if shared:
                 return LeakFinding(i, t.id, f"'{' '.join(sorted(shared)[0])}'")
             if self.runs_only:
                 continue
-            shared = reworded & _grams(_content(self.prompt_words[t.id]), M)
+            shared = reworded & self.reworded_runs[t.id]
             if shared:
                 return LeakFinding(i, t.id, f"a reworded run '{' '.join(sorted(shared)[0])}'")
             answer = self._answer_in(words, t)
