@@ -128,7 +128,10 @@ def proposed(run: Path) -> dict[str, int]:
 
 
 def copied_eval_text(run: Path, benchmark: str, seed: int) -> list[str]:
-    """Runs of 6 words the best skill shares with a validation or test task (none is allowed)."""
+    """Runs of 6 words the best skill shares with a validation or test task (none is allowed). The
+    train tasks are the skill's own evidence (a worked example quotes one): a run it shares with one of
+    them and one test task is the benchmark's wording around a question ("a week? End your reply
+    with"), counted as boilerplate as the run's own leakage check counts it."""
     from skillopt.benchmarks import get_benchmark
     from skillopt.config import PRESETS, resolve_config
     from skillopt.optimizer.leakage import LeakageCheck
@@ -139,7 +142,7 @@ def copied_eval_text(run: Path, benchmark: str, seed: int) -> list[str]:
     seed_text = (run / "skills" / "v000.md").read_text()
     best = Skill.parse((run / "best_skill.md").read_text())
     tasks = list(bench.tasks("val")) + list(bench.tasks("test"))
-    findings = LeakageCheck(tasks, seed_text, runs_only=True).check(
+    findings = LeakageCheck(tasks, seed_text, runs_only=True, own=list(bench.tasks("train"))).check(
         [_as_edit(best.body)])
     return [str(f) for f in findings]
 
