@@ -265,13 +265,14 @@ def limit(args) -> None:
     out = Path(args.out)
     doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
     n, threads = args.concurrency, args.limit_threads or cpu_threads()[0]
-    reqs = quick_requests(n + args.tasks + 1)
+    in_flights = [int(k) for k in args.worked_in_flight.split(",") if k]
+    reqs = quick_requests(n + max(args.tasks, 2 * sum(in_flights)) + 1)
     system = reqs[0][0]
     res: dict = {"model": LIMIT_MODEL, "threads": threads, "slots": n, "gen": args.gen,
                  "command": f"python perf/local_model.py --limit --tasks {args.tasks} --gen {args.gen} --max-reply {args.max_reply} "
-                            f"--decoding-tasks {args.decoding_tasks}",
+                            f"--decoding-tasks {args.decoding_tasks} --worked-in-flight {args.worked_in_flight}",
                  "uptime": [_uptime()]}
-    server = LocalServer(LIMIT_MODEL, slots=n, threads=threads)
+    server = LocalServer(LIMIT_MODEL, slots=max([n, *in_flights]), threads=threads)
     server.start()
     try:
         with httpx.Client(timeout=1800) as client:
@@ -285,6 +286,19 @@ def limit(args) -> None:
             res["uptime"].append(_uptime())
             # other tasks than the peak's: only the skill prefix is cached, as in a run
             res["skillopt_requests"] = _batch(client, base, reqs[n:n + args.tasks], args.max_reply, False, n)
+            # the best skill's kind of request (working before the answer: most of a run's generated tokens),
+            # two per slot at each number in flight, tasks not asked before (only the skill prefix cached, as
+            # in a run): how many sequences to decode together
+            worked = [(system + WORKING, user) for _, user in reqs[n:n + 2 * sum(in_flights)]]
+            if worked:
+                _post(client, base, worked[0][0], reqs[-1][1], 1, False)  # its prefix into the cache
+            res["worked_requests"] = []
+            for k in in_flights:
+                batch, worked = worked[:2 * k], worked[2 * k:]
+                res["worked_requests"].append({"uptime": _uptime(), **_batch(client, base, batch, args.max_reply,
+                                                                             False, k)})
+            for row in res["worked_requests"]:
+                print(json.dumps(row), flush=True)
     finally:
         server.stop()
     achieved, peak_n = res["skillopt_requests"]["gen_tok_s"], res["peak"][f"gen_tok_s_{n}"]
@@ -293,6 +307,8 @@ def limit(args) -> None:
     print(json.dumps(res), flush=True)
     res.update(decoding(reqs[n:], system, threads, args, list(DECODING)))
     res["uptime"].append(_uptime())
+    if doc.get("limit"):  # an earlier machine state stays beside this one
+        doc.setdefault("limit_earlier", []).append(doc["limit"])
     doc["limit"] = res
     write_json(out, doc)
 
@@ -359,6 +375,8 @@ def main() -> None:
                     "decoding (use --tasks 4 --gen 64)")
     ap.add_argument("--limit-threads", type=int, default=0, help="--limit: threads (0: what skillopt picks now)")
     ap.add_argument("--decoding-tasks", type=int, default=2, help="--limit: tasks per decoding setting")
+    ap.add_argument("--worked-in-flight", default="1,2,4,8",
+                    help="--limit: numbers of the best skill's requests in flight at once (two each per slot)")
     ap.add_argument("--max-reply", type=int, default=96, help="--limit: reply cap of the preset's requests")
     ap.add_argument("--decoding", nargs="+", choices=list(DECODING), help="only these decoding settings against "
                     "plain (added to limit.decoding_more)")

@@ -5,7 +5,8 @@ Two blocks of README.md are rewritten from the result files: between `<!-- perf:
 ray_scaling.json), between `<!-- quality:begin -->` and `<!-- quality:end -->` the learning figures
 (quality.json, gate_sim.json), between `<!-- suite:begin -->` and `<!-- suite:end -->` the development
 suite (suite.json, perf/readme_suite.py), between `<!-- agents:begin -->` and `<!-- agents:end -->` the
-agent harnesses (agents.json, perf/readme_agents.py). A file that is missing leaves its part out. `--check` exits 1 when
+agent harnesses (agents.json, perf/readme_agents.py), between `<!-- quicktime:begin -->` and
+`<!-- quicktime:end -->` how long the main job takes (quick_time.json, local_model.json). A file that is missing leaves its part out. `--check` exits 1 when
 the README is not what the results give (nothing is written).
 
 Usage: python perf/readme.py [--check]
@@ -175,6 +176,7 @@ def local_part(doc: dict) -> list[str]:
                 "Every setting lands within about 60-80 rollouts/min, one request at a time on every CPU included: "
                 "this CPU's prompt throughput bounds the load, and 2x the settings from before the issue would need "
                 "it twice as fast. Where replies are long, decoding the slots together is what pays.", ""]
+    out += limit_part(doc.get("limit"))
     for r in doc.get("results", []):
         pc = r.get("prefix_cache", {})
         out += [f"- {r['model']}: server start {r['server_start_s']} s, prompt {r['prompt_tok_s']} tok/s, generation "
@@ -433,6 +435,94 @@ def render_quality() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _load_of(uptime: str) -> str:
+    return uptime.split("load average:")[1].split(",")[0].strip() if "load average:" in uptime else "?"
+
+
+def limit_part(lim: dict | None) -> list[str]:
+    """llama.cpp's own rate for the 1.5B on this machine beside what the preset's requests get, and the
+    speculative settings measured against plain decoding (perf/local_model.py --limit)."""
+    if not lim or "worked_requests" not in lim:
+        return []
+    peak, loads = lim["peak"], [_load_of(u) for u in lim["uptime"]]
+    together = peak.get(f"gen_tok_s_{lim['slots']}")
+    rows = [[str(w["in_flight"]), str(w["requests"]), num(w["gen_tok_s"], "", 1),
+             num(w["prompt_tokens_mean"], "", 0)] for w in lim["worked_requests"]]
+    dec = lim.get("decoding", [])
+    drows = [[d["settings"], num(d["generated_tokens"], "", 0), num(d["gen_tok_s"], "", 2), "-" if "draft_acceptance" not in d else
+              f"{100 * d['draft_acceptance']:.0f}%", "-" if d["settings"] == "plain" else
+              f"{lim['speedup_vs_plain'][d['settings']]:.2f}x"] for d in dec]
+    out = [f"`{lim['command']}`: the 1.5B with {lim['threads']} threads (what skillopt picks on this machine when "
+           f"it is idle; 1-min load {min(loads)}-{max(loads)} during the measurement, the measurement's own). "
+           f"llama.cpp's own rate: a cold prompt read at {peak['prompt_tok_s']} tokens/s; {peak['gen_tok_s_1']} "
+           f"generated tokens/s for one sequence and {together} "
+           f"for {lim['slots']} together (exactly {lim['gen']} tokens each): on this CPU, decoding several sequences "
+           "in one step costs about as much per token as decoding them one by one.", "",
+           "The best skill's kind of request (the quick preset's test tasks, the seed skill plus a line asking for "
+           "numbered working, replies up to the preset's cap, two per slot):", ""]
+    out += table(["in flight", "requests", "generated tokens/s", "new prompt tokens a request"], rows) + [""]
+    if lim.get("left_out"):
+        out += [f"Left out: {lim['left_out']}.", ""]
+    if drows:
+        out += [f"Speculative decoding on the same requests, one at a time, plain first and last "
+                f"({lim.get('decoding_requests', '')}):", ""]
+        out += table(["decoding", "generated tokens", "generated tokens/s (prompt read included)", "drafts accepted",
+                      "against plain"], drows) + [""]
+        out += ["No speculative setting pays here: checking a draft of k tokens costs the target nearly k decoding "
+                "steps on this CPU (as the sequences-together row above shows), so even 84% of drafts accepted "
+                "comes out slower than plain decoding.", ""]
+    return out
+
+
+def quick_time_part(doc: dict, local: dict | None) -> list[str]:
+    """The README's main job, timed as a new user runs it (perf/quick_time.py): minutes per machine state,
+    where the time goes, and the floor the measured generation rate sets."""
+    runs = [r for r in doc.get("runs", []) if not r.get("label")]  # the code as it is; labelled rows compare settings
+    if not runs:
+        return []
+    states = list(dict.fromkeys(r["state"] for r in runs))
+    out = [GENERATED, ""]
+    rows = []
+    for state in states:
+        mine = [r for r in runs if r["state"] == state]
+        loads = [u.split("load average:")[1].split(",")[0].strip() for r in mine for u in r.get("uptime", [])[:1]]
+        rows.append([state, ", ".join(loads) or "-", spread(mine, "minutes", 1, " min"), str(len(mine)),
+                     ", ".join(f"{r['seed_test']:.3f} -> {r['best_test']:.3f}" for r in mine),
+                     spread(mine, "rollouts_run", 0), spread(mine, "generated_tokens", 0),
+                     ", ".join(str(r["code"]) for r in mine)])
+    out += ["How long the main job takes, as a new user runs it (`python perf/quick_time.py --state STATE`: "
+            "`skillopt run --preset quick` through the CLI, no key, an empty seed-rollout cache; "
+            "one-core-busy: beside a process that keeps one CPU busy):", ""]
+    out += table(["machine state", "1-min load at the start", "wall", "runs", "test, seed -> best", "rollouts run", "generated tokens",
+                  "commit"], rows) + [""]
+    ref = next((r for r in runs if r["state"] == "idle"), runs[0])
+    prow = [[p["phase"], num(p["seconds"], " s", 0), str(p.get("rollouts", p.get("calls", "-"))),
+             num(p.get("generated_tokens"), "", 0)] for p in ref["phases"]]
+    out += [f"Where the time goes ({ref['state']} run at {ref['code']}, {ref['minutes']} min; phases read from the "
+            "run's own rollouts; the optimizer's row counts calls):", ""]
+    out += table(["phase", "seconds", "rollouts", "generated tokens"], prow) + [""]
+    peak = (local or {}).get("limit", {}).get("peak", {})
+    best_rate = max((v for k, v in peak.items() if k.startswith("gen_tok_s_")), default=None)
+    test = next((p for p in ref["phases"] if p["phase"] == "test, best skill"), None)
+    if best_rate:
+        floor = ref["generated_tokens"] / best_rate / 60
+        out += [f"The floor: the run generated {ref['generated_tokens']:,} tokens, most of them the best skill's "
+                f"working on test and validation. llama.cpp's best generation rate for this model on this machine is "
+                f"{best_rate:.1f} tokens/s (perf/local_model.py --limit, below: one sequence, no prompt to read), so "
+                f"generating them alone takes {floor:.1f} minutes, before any of the run's {ref['prompt_tokens']:,} "
+                "prompt tokens is read or any optimizer call waited for."
+                + (f" The run's own generation-bound phase (the best skill's test) generated {test['generated_tokens'] / test['seconds']:.1f} "
+                   f"tokens/s, prompts included: {test['generated_tokens'] / test['seconds'] / best_rate:.2f} of that "
+                   "rate." if test and test["seconds"] else ""), ""]
+    repeated = [r for r in runs if r.get("repeated")]
+    for r in repeated:
+        rep = r["repeated"]
+        out.append(f"- The same command a second time ({r['state']}): {rep['wall_s'] / 60:.1f} min, "
+                   f"{rep['rollouts_run']} rollouts run (the seed's validation and test rollouts come from the cache "
+                   "the first run filled).")
+    return out + ([""] if repeated else [])
+
+
 def render() -> str:
     parts = [GENERATED, ""]
     parts += goals_part(load("peers"), load("scale"), load("local_model"), load("ray_scaling"))
@@ -454,6 +544,8 @@ def main() -> None:
     from readme_suite import render_suite
 
     for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(load("suite"))),
+                      ("quicktime", lambda: "\n".join(quick_time_part(load("quick_time") or {}, load("local_model")))
+                       .rstrip() + "\n"),
                       ("agents", lambda: render_agents(load("agents")))):
         begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
         if begin not in new or end not in new:
