@@ -51,8 +51,6 @@ def phases(run: Path) -> list[dict]:
     if not rows:
         return []
     t0 = min(r["created_at"] - r["duration_s"] for r in rows)
-    summary = json.loads((run / "summary.json").read_text())
-    best = summary["versions"]["best"]
 
     def name(r: dict) -> str:
         v, split = r["version"], r["split"]
@@ -84,9 +82,6 @@ def phases(run: Path) -> list[dict]:
         out.sort(key=lambda p: p["start_s"])
     for p in out:
         p["seconds"] = round(p["end_s"] - p["start_s"], 1)
-    if best == 0:
-        for p in out:
-            p["best_is_seed"] = p["phase"] == "test, seed skill"
     return out
 
 

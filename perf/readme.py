@@ -485,17 +485,21 @@ def quick_time_part(doc: dict, local: dict | None) -> list[str]:
     rows = []
     for state in states:
         mine = [r for r in runs if r["state"] == state]
-        loads = [u.split("load average:")[1].split(",")[0].strip() for r in mine for u in r.get("uptime", [])[:1]]
-        rows.append([state, ", ".join(loads) or "-", spread(mine, "minutes", 1, " min"), str(len(mine)),
+        loads = [" -> ".join(_load_of(u) for u in r.get("uptime", [])) for r in mine]
+        rows.append([state, ", ".join(x for x in loads if x) or "-", spread(mine, "minutes", 1, " min"), str(len(mine)),
                      ", ".join(f"{r['seed_test']:.3f} -> {r['best_test']:.3f}" for r in mine),
                      spread(mine, "rollouts_run", 0), spread(mine, "generated_tokens", 0),
                      ", ".join(str(r["code"]) for r in mine)])
     out += ["How long the main job takes, as a new user runs it (`python perf/quick_time.py --state STATE`: "
             "`skillopt run --preset quick` through the CLI, no key, an empty seed-rollout cache; "
             "one-core-busy: beside a process that keeps one CPU busy):", ""]
-    out += table(["machine state", "1-min load at the start", "wall", "runs", "test, seed -> best", "rollouts run", "generated tokens",
+    out += table(["machine state", "1-min load, start -> end", "wall", "runs", "test, seed -> best", "rollouts run", "generated tokens",
                   "commit"], rows) + [""]
     ref = next((r for r in runs if r["state"] == "idle"), runs[0])
+    busy = next((r for r in runs if r["state"] == "one-core-busy"), None)
+    if busy and ref is not busy:
+        out += [f"With one core busy the embedded server takes the other one (its threads follow the free CPUs) "
+                f"and the same run takes {busy['wall_s'] / ref['wall_s']:.1f}x as long.", ""]
     prow = [[p["phase"], num(p["seconds"], " s", 0), str(p.get("rollouts", p.get("calls", "-"))),
              num(p.get("generated_tokens"), "", 0)] for p in ref["phases"]]
     out += [f"Where the time goes ({ref['state']} run at {ref['code']}, {ref['minutes']} min; phases read from the "
