@@ -6,7 +6,8 @@ ray_scaling.json), between `<!-- quality:begin -->` and `<!-- quality:end -->` t
 (quality.json, gate_sim.json), between `<!-- suite:begin -->` and `<!-- suite:end -->` the development
 suite (suite.json, perf/readme_suite.py), between `<!-- agents:begin -->` and `<!-- agents:end -->` the
 agent harnesses (agents.json, perf/readme_agents.py), between `<!-- quicktime:begin -->` and
-`<!-- quicktime:end -->` how long the main job takes (quick_time.json, local_model.json). A file that is missing leaves its part out. `--check` exits 1 when
+`<!-- quicktime:end -->` how long the main job takes (quick_time.json, local_model.json; requant.json
+goes with the embedded model's figures). A file that is missing leaves its part out. `--check` exits 1 when
 the README is not what the results give (nothing is written).
 
 Usage: python perf/readme.py [--check]
@@ -160,23 +161,24 @@ def local_part(doc: dict) -> list[str]:
                 f"per measurement, {serving['concurrency']} in flight, the server settings interleaved; then 16 of "
                 f"them with replies of exactly 128 tokens (a generation-bound load). {machine_line(serving, 'x')}.", ""]
         rows = []
-        for load, runs in serving["runs"].items():
+        for kind, runs in serving["runs"].items():
             labels = list(dict.fromkeys(r["settings"] for r in runs))
             for label in labels:
                 mine = [r for r in runs if r["settings"] == label]
-                rows.append([load, label, spread(mine, "rollouts_per_min", 1),
+                rows.append([kind, label, spread(mine, "rollouts_per_min", 1),
                              num(statistics.median(r["prompt_tokens_mean"] for r in mine), "", 0),
                              num(statistics.median(r["generated_tokens_mean"] for r in mine), "", 0)])
         out += table(["load", "server settings", "rollouts/min", "new prompt tokens", "generated tokens"], rows) + [""]
-        for load, runs in serving["runs"].items():
+        for kind, runs in serving["runs"].items():
             if (r := serving_ratio(runs)):
-                out.append(f"- {load}: now / before issue 12: {r[2]:.2f}x ({r[0]:.1f} against {r[1]:.1f} rollouts/min).")
+                out.append(f"- {kind}: now / before issue 12: {r[2]:.2f}x ({r[0]:.1f} against {r[1]:.1f} rollouts/min).")
         out += ["", "The preset's replies are ~8 tokens after ~90 new prompt tokens (the skill prefix is cached): the "
                 "work is prompt processing, which batching the decoding of several sequences does not shorten. "
                 "Every setting lands within about 60-80 rollouts/min, one request at a time on every CPU included: "
                 "this CPU's prompt throughput bounds the load, and 2x the settings from before the issue would need "
                 "it twice as fast. Where replies are long, decoding the slots together is what pays.", ""]
     out += limit_part(doc.get("limit"))
+    out += requant_part(load("requant"))
     for r in doc.get("results", []):
         pc = r.get("prefix_cache", {})
         out += [f"- {r['model']}: server start {r['server_start_s']} s, prompt {r['prompt_tok_s']} tok/s, generation "
@@ -472,6 +474,29 @@ def limit_part(lim: dict | None) -> list[str]:
                 "steps on this CPU (as the sequences-together row above shows), so even 84% of drafts accepted "
                 "comes out slower than plain decoding.", ""]
     return out
+
+
+def requant_part(doc: dict | None) -> list[str]:
+    """The shipped Q4_K_M beside the same weights requantized (perf/requant.py): llama.cpp's rates."""
+    if not doc:
+        return []
+    first = doc["runs"][0].get("worked_replies")
+    rows = [[r["weights"], num(r["prompt_tok_s"], "", 1), num(r["gen_tok_s_1"], "", 1),
+             num(r["worked"]["gen_tok_s"], "", 2), str(r["worked"]["generated_tokens"]),
+             "yes" if r.get("worked_replies") == first else "no"] for r in doc["runs"]]
+    sizes = ", ".join(f"{c['to']} {c['bytes'] / 2**30:.2f} GiB in {c['convert_s']:.0f} s" for c in doc.get("converted", []))
+    loads = [_load_of(u) for u in doc["uptime"]]
+    return [f"`{doc['command']}`: the shipped Q4_K_M weights dequantized and written again as Q8_0 (keeps the values "
+            f"almost exactly) and Q4_0 (quantizes them a second time) with gguf-py ({sizes}), each served in turn "
+            f"with 2 threads, the shipped file first and last (1-min load {min(loads)}-{max(loads)}, the "
+            "measurement's own):", ""] + \
+        table(["weights", "cold prompt tokens/s", "generated tokens/s (one sequence)",
+               "best skill's kind of request, tokens/s", "its generated tokens", "replies as the shipped file's"],
+              rows) + \
+        ["", "Q8_0 keeps the quality (its replies were the shipped file's, word for word) and is slower on both "
+             "counts (twice the bytes to read per token); Q4_0 generates about a tenth faster, reads prompts slower "
+             "and changes the replies (its values are quantized twice). Neither pays for what it costs, so the "
+             "embedded model stays the shipped Q4_K_M.", ""]
 
 
 def quick_time_part(doc: dict, local: dict | None) -> list[str]:
