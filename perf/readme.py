@@ -441,12 +441,17 @@ def _load_of(uptime: str) -> str:
     return uptime.split("load average:")[1].split(",")[0].strip() if "load average:" in uptime else "?"
 
 
+def _load_range(uptimes: list[str]) -> str:
+    loads = sorted(float(x) for x in map(_load_of, uptimes) if x != "?")
+    return f"{loads[0]:.2f}-{loads[-1]:.2f}" if loads else "not recorded"
+
+
 def limit_part(lim: dict | None) -> list[str]:
     """llama.cpp's own rate for the 1.5B on this machine beside what the preset's requests get, and the
     speculative settings measured against plain decoding (perf/local_model.py --limit)."""
     if not lim or "worked_requests" not in lim:
         return []
-    peak, loads = lim["peak"], [_load_of(u) for u in lim["uptime"]]
+    peak = lim["peak"]
     together = peak.get(f"gen_tok_s_{lim['slots']}")
     rows = [[str(w["in_flight"]), str(w["requests"]), num(w["gen_tok_s"], "", 1),
              num(w["prompt_tokens_mean"], "", 0)] for w in lim["worked_requests"]]
@@ -455,7 +460,7 @@ def limit_part(lim: dict | None) -> list[str]:
               f"{100 * d['draft_acceptance']:.0f}%", "-" if d["settings"] == "plain" else
               f"{lim['speedup_vs_plain'][d['settings']]:.2f}x"] for d in dec]
     out = [f"`{lim['command']}`: the 1.5B with {lim['threads']} threads (what skillopt picks on this machine when "
-           f"it is idle; 1-min load {min(loads)}-{max(loads)} during the measurement, the measurement's own). "
+           f"it is idle; 1-min load {_load_range(lim['uptime'])} during the measurement, the measurement's own). "
            f"llama.cpp's own rate: a cold prompt read at {peak['prompt_tok_s']} tokens/s; {peak['gen_tok_s_1']} "
            f"generated tokens/s for one sequence and {together} "
            f"for {lim['slots']} together (exactly {lim['gen']} tokens each): on this CPU, decoding several sequences "
@@ -470,9 +475,12 @@ def limit_part(lim: dict | None) -> list[str]:
                 f"({lim.get('decoding_requests', '')}):", ""]
         out += table(["decoding", "generated tokens", "generated tokens/s (prompt read included)", "drafts accepted",
                       "against plain"], drows) + [""]
-        out += ["No speculative setting pays here: checking a draft of k tokens costs the target nearly k decoding "
-                "steps on this CPU (as the sequences-together row above shows), so even 84% of drafts accepted "
-                "comes out slower than plain decoding.", ""]
+        speedups = lim.get("speedup_vs_plain", {})
+        accepted = max((d.get("draft_acceptance", 0) for d in dec), default=0)
+        if speedups and max(speedups.values()) < 1:
+            out += ["No speculative setting pays here: checking a draft of k tokens costs the target nearly k decoding "
+                    "steps on this CPU (as the sequences-together row above shows), so even "
+                    f"{100 * accepted:.0f}% of drafts accepted comes out slower than plain decoding.", ""]
     return out
 
 
@@ -485,10 +493,9 @@ def requant_part(doc: dict | None) -> list[str]:
              num(r["worked"]["gen_tok_s"], "", 2), str(r["worked"]["generated_tokens"]),
              "yes" if r.get("worked_replies") == first else "no"] for r in doc["runs"]]
     sizes = ", ".join(f"{c['to']} {c['bytes'] / 2**30:.2f} GiB in {c['convert_s']:.0f} s" for c in doc.get("converted", []))
-    loads = [_load_of(u) for u in doc["uptime"]]
     return [f"`{doc['command']}`: the shipped Q4_K_M weights dequantized and written again as Q8_0 (keeps the values "
             f"almost exactly) and Q4_0 (quantizes them a second time) with gguf-py ({sizes}), each served in turn "
-            f"with 2 threads, the shipped file first and last (1-min load {min(loads)}-{max(loads)}, the "
+            f"with 2 threads, the shipped file first and last (1-min load {_load_range(doc['uptime'])}, the "
             "measurement's own):", ""] + \
         table(["weights", "cold prompt tokens/s", "generated tokens/s (one sequence)",
                "best skill's kind of request, tokens/s", "its generated tokens", "replies as the shipped file's"],
