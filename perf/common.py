@@ -122,6 +122,19 @@ def skillopt(*args: str) -> list[str]:
     return [sys.executable, "-m", "skillopt", *args]
 
 
+def uptime() -> str:
+    """`uptime`'s line: the load the figures beside it were measured at."""
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def commit(code: Path = REPO, paths: tuple[str, ...] = ()) -> tuple[str, bool]:
+    """The checkout's HEAD and whether it is clean (only `paths` when given, untracked files in them included)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=code, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths],
+                           cwd=code, capture_output=True, text=True).stdout.strip()
+    return head, not dirty
+
+
 def write_json(path: Path, doc: dict) -> None:
     """Write a result file whole or not at all (a temporary file, then a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine, quick_preset_tasks, quick_seed_skill, write_json  # noqa: E402
+from perf.common import machine, quick_preset_tasks, quick_seed_skill, uptime, write_json  # noqa: E402
 from skillopt.config import PRESETS  # noqa: E402
 from skillopt.models.local import LocalServer, weights_path  # noqa: E402
 
@@ -223,10 +223,6 @@ DECODING = {  # speculative settings compared on the preset's replies, one reque
 WORKING = "\n\nBefore the answer line, write your working as short numbered steps.\n"
 
 
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
 def _post(client: httpx.Client, base: str, system: str, user: str, max_tokens: int, exact: bool) -> dict:
     body = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
             "max_tokens": max_tokens, "temperature": 0, "seed": 0}
@@ -271,7 +267,7 @@ def limit(args) -> None:
     res: dict = {"model": LIMIT_MODEL, "threads": threads, "slots": n, "gen": args.gen,
                  "command": f"python perf/local_model.py --limit --tasks {args.tasks} --gen {args.gen} --max-reply {args.max_reply} "
                             f"--decoding-tasks {args.decoding_tasks} --worked-in-flight {args.worked_in_flight}",
-                 "uptime": [_uptime()]}
+                 "uptime": [uptime()]}
     server = LocalServer(LIMIT_MODEL, slots=max([n, *in_flights]), threads=threads)
     server.start()
     try:
@@ -283,7 +279,7 @@ def limit(args) -> None:
             res["peak"]["gen_tok_s_1"] = round(one["predicted_per_second"], 2)
             res["peak"][f"gen_tok_s_{n}"] = _batch(client, base, [(system, r[1]) for r in reqs[:n]], args.gen, True,
                                                    n)["gen_tok_s"]
-            res["uptime"].append(_uptime())
+            res["uptime"].append(uptime())
             # other tasks than the peak's: only the skill prefix is cached, as in a run
             res["skillopt_requests"] = _batch(client, base, reqs[n:n + args.tasks], args.max_reply, False, n)
             # the best skill's kind of request (working before the answer: most of a run's generated tokens),
@@ -295,7 +291,7 @@ def limit(args) -> None:
             res["worked_requests"] = []
             for k in in_flights:
                 batch, worked = worked[:2 * k], worked[2 * k:]
-                res["worked_requests"].append({"uptime": _uptime(), **_batch(client, base, batch, args.max_reply,
+                res["worked_requests"].append({"uptime": uptime(), **_batch(client, base, batch, args.max_reply,
                                                                              False, k)})
             for row in res["worked_requests"]:
                 print(json.dumps(row), flush=True)
@@ -303,10 +299,10 @@ def limit(args) -> None:
         server.stop()
     achieved, peak_n = res["skillopt_requests"]["gen_tok_s"], res["peak"][f"gen_tok_s_{n}"]
     res["ratio_of_peak"] = round(achieved / peak_n, 3) if peak_n else None
-    res["uptime"].append(_uptime())
+    res["uptime"].append(uptime())
     print(json.dumps(res), flush=True)
     res.update(decoding(reqs[n:], system, threads, args, list(DECODING)))
-    res["uptime"].append(_uptime())
+    res["uptime"].append(uptime())
     if doc.get("limit"):  # an earlier machine state stays beside this one
         doc.setdefault("limit_earlier", []).append(doc["limit"])
     doc["limit"] = res
@@ -327,7 +323,7 @@ def decoding(reqs: list[tuple[str, str]], system: str, threads: int, args, label
         try:
             with httpx.Client(timeout=1800) as client:
                 _post(client, srv.base_url, worked[0][0], reqs[-1][1], 1, False)  # the skill prefix into the cache
-                row = {"settings": label, "uptime": _uptime(),
+                row = {"settings": label, "uptime": uptime(),
                        **_batch(client, srv.base_url, worked, args.max_reply, False, 1)}
         finally:
             srv.stop()
@@ -348,11 +344,11 @@ def decoding_only(args) -> None:
     doc = json.loads(out.read_text()) if out.is_file() else {"machine": machine(), "results": []}
     threads = args.limit_threads or cpu_threads()[0]
     reqs = quick_requests(args.concurrency + args.decoding_tasks + 1)[args.concurrency:]
-    res = {"threads": threads, "uptime": [_uptime()],
+    res = {"threads": threads, "uptime": [uptime()],
            "command": f"python perf/local_model.py --decoding {' '.join(repr(x) for x in args.decoding)} "
                       f"--decoding-tasks {args.decoding_tasks} --max-reply {args.max_reply}",
            **decoding(reqs, reqs[0][0], threads, args, args.decoding)}
-    res["uptime"].append(_uptime())
+    res["uptime"].append(uptime())
     doc.setdefault("limit", {}).setdefault("decoding_more", []).append(res)
     write_json(out, doc)
 

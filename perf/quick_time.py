@@ -18,6 +18,7 @@ Usage: python perf/quick_time.py --state idle|one-core-busy [--code CHECKOUT] [-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -29,25 +30,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, machine, stop_runs_on_sigterm, write_json  # noqa: E402
+from perf.common import RESULTS, commit, machine, stop_runs_on_sigterm, uptime, write_json  # noqa: E402
+from skillopt.io.files import read_jsonl  # noqa: E402
 
 OUT = RESULTS / "quick_time.json"
 STATES = ("idle", "one-core-busy")
-
-
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
 
 
 def phases(run: Path) -> list[dict]:
     """The run's phases in the order they ran, from its rollouts: the baseline on validation, the
     step's train rollouts, the screens, the gate, the two test scorings; and the optimizer's time
     (the gap between the train rollouts and the first screen, when it proposes)."""
-    rows = _rows(run / "rollouts.jsonl")
+    rows = list(read_jsonl(run / "rollouts.jsonl"))
     if not rows:
         return []
     t0 = min(r["created_at"] - r["duration_s"] for r in rows)
@@ -75,7 +69,7 @@ def phases(run: Path) -> list[dict]:
     train = next((p for p in out if p["phase"] == "train rollouts"), None)
     after = [p for p in out if train and p["start_s"] >= train["end_s"]]
     if train and after:
-        calls = [c for c in _rows(run / "calls.jsonl") if c.get("role") == "optimizer"]
+        calls = [c for c in read_jsonl(run / "calls.jsonl") if c.get("role") == "optimizer"]
         out.append({"phase": "optimizer proposing", "start_s": train["end_s"], "end_s": after[0]["start_s"],
                     "calls": len(calls), "prompt_tokens": sum(c.get("input_tokens") or 0 for c in calls),
                     "generated_tokens": sum(c.get("output_tokens") or 0 for c in calls)})
@@ -85,14 +79,19 @@ def phases(run: Path) -> list[dict]:
     return out
 
 
+def rollouts_run(rows: list[dict]) -> int:
+    """Rollouts this run made (one reused from the seed cache carries no tokens)."""
+    return sum(1 for r in rows if r["output_tokens"] or r["input_tokens"])
+
+
 def describe(run: Path, wall: float, state: str, code: str, extra: dict) -> dict:
     summary = json.loads((run / "summary.json").read_text())
-    rows = _rows(run / "rollouts.jsonl")
+    rows = list(read_jsonl(run / "rollouts.jsonl"))
     scores = summary["scores"]
     ph = phases(run)
     return {"state": state, "wall_s": round(wall, 1), "minutes": round(wall / 60, 1), "code": code,
             "run_id": run.name, "rollouts": len(rows),
-            "rollouts_run": sum(1 for r in rows if r["output_tokens"] or r["input_tokens"]),
+            "rollouts_run": rollouts_run(rows),
             "generated_tokens": sum(r["output_tokens"] for r in rows),
             "prompt_tokens": sum(r["input_tokens"] for r in rows),
             "optimizer_generated_tokens": sum(p.get("generated_tokens", 0) for p in ph
@@ -128,7 +127,7 @@ def fresh_cache(root: Path) -> Path:
     return cache
 
 
-def run_once(code: Path, root: Path, run_id: str) -> tuple[Path, float, str]:
+def run_once(code: Path, root: Path, run_id: str) -> tuple[Path, float]:
     """The README's main job in `root`, with the seed-rollout cache in `root` (empty for the first run)."""
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN", "_BASE_URL"))}
     env.update(PYTHONPATH=str(code), SKILLOPT_CACHE_DIR=str(fresh_cache(root)))
@@ -139,14 +138,7 @@ def run_once(code: Path, root: Path, run_id: str) -> tuple[Path, float, str]:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"the run failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}")
-    return root / "runs" / run_id, wall, proc.stderr
-
-
-def commit(code: Path) -> str:
-    head = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(code), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return head.stdout.strip() + ("-dirty" if dirty else "")
+    return root / "runs" / run_id, wall
 
 
 def main() -> None:
@@ -173,32 +165,25 @@ def main() -> None:
                                     {**base, "recorded_from": str(args.record)}))
         write_json(args.out, doc)
         return
-    at = commit(args.code)
+    head, clean = commit(args.code, ("skillopt", "prompts", "skills"))  # the code the run ran
+    at = head[:7] + ("" if clean else "-dirty")
     with tempfile.TemporaryDirectory() as tmp:
         root = args.work or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%H%M%S")
-        with Burner() if args.state == "one-core-busy" else _nothing():
-            before = _uptime()
-            run, wall, _ = run_once(args.code, root, f"quick-{args.state}-{stamp}")
-            row = describe(run, wall, args.state, at, {**base, "uptime": [before, _uptime()]})
+        with Burner() if args.state == "one-core-busy" else contextlib.nullcontext():
+            before = uptime()
+            run, wall = run_once(args.code, root, f"quick-{args.state}-{stamp}")
+            row = describe(run, wall, args.state, at, {**base, "uptime": [before, uptime()]})
             if args.repeat:
-                again, wall2, _ = run_once(args.code, root, f"quick-{args.state}-{stamp}-again")
-                row["repeated"] = {"wall_s": round(wall2, 1), "uptime": _uptime(),
-                                   "rollouts_run": describe(again, wall2, args.state, at, {})["rollouts_run"]}
+                again, wall2 = run_once(args.code, root, f"quick-{args.state}-{stamp}-again")
+                row["repeated"] = {"wall_s": round(wall2, 1), "uptime": uptime(),
+                                   "rollouts_run": rollouts_run(list(read_jsonl(again / "rollouts.jsonl")))}
     doc["runs"].append(row)
     write_json(args.out, doc)
     print(json.dumps({k: v for k, v in row.items() if k != "phases"}), flush=True)
     for p in row["phases"]:
         print(json.dumps(p), flush=True)
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, machine, stop_runs_on_sigterm, write_json  # noqa: E402
-from perf.local_model import WORKING, _batch, _post, _uptime, quick_requests  # noqa: E402
+from perf.common import RESULTS, machine, stop_runs_on_sigterm, uptime, write_json  # noqa: E402
+from perf.local_model import WORKING, _batch, _post, quick_requests  # noqa: E402
 
 MODEL = "qwen2.5-coder-1.5b"
 
@@ -90,7 +90,7 @@ def rates(file: Path, label: str, args, reqs: list[tuple[str, str]]) -> dict:
             one = _post(client, base, reqs[0][0], reqs[0][1], args.gen, True)["timings"]
             worked = [(system + WORKING, user) for system, user in reqs[1:1 + args.tasks]]
             _post(client, base, worked[0][0], reqs[-2][1], 1, False)  # the skill prefix into the cache
-            row = {"weights": label, "uptime": _uptime(), "threads": server.threads,
+            row = {"weights": label, "uptime": uptime(), "threads": server.threads,
                    "prompt_tokens": cold["prompt_n"], "prompt_tok_s": round(cold["prompt_per_second"], 1),
                    "gen_tok_s_1": round(one["predicted_per_second"], 2),
                    "worked": _batch(client, base, worked, args.max_reply, False, 1),
@@ -123,10 +123,10 @@ def main() -> None:
         files[to] = dst
     reqs = quick_requests(2 + args.tasks + 2)
     order = [*files, "q4_k_m (shipped)"]
-    doc = {"machine": machine(), "model": MODEL, "converted": converted, "uptime": [_uptime()],
+    doc = {"machine": machine(), "model": MODEL, "converted": converted, "uptime": [uptime()],
            "command": f"python perf/requant.py --to {' '.join(args.to)} --gen {args.gen} --tasks {args.tasks}",
            "runs": [rates(files[label], label, args, reqs) for label in order]}
-    doc["uptime"].append(_uptime())
+    doc["uptime"].append(uptime())
     write_json(args.out, doc)
 
 

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, stop_runs_on_sigterm, write_json  # noqa: E402
+from perf.common import RESULTS, commit, stop_runs_on_sigterm, write_json  # noqa: E402
 from perf.quality import describe_run, run_ours, run_peer, versus_peer  # noqa: E402
 
 FAMILIES: dict[str, dict[str, str]] = {
@@ -88,14 +87,6 @@ ARMS: dict[str, list[str]] = {
     "no-rule-examples": [*METHOD, "train.rule_examples=0"],  # rules without the train answers they quote
     "no-form-rules": [*METHOD, "train.form_rules=false"],  # no rule of answer form read off by code
 }
-
-
-def commit() -> tuple[str, bool]:
-    """HEAD and whether the work tree is clean (report figures need a frozen, recorded commit)."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "skillopt", "prompts", "skills", "perf/suite.py"],
-                           cwd=REPO, capture_output=True, text=True).stdout.strip()
-    return head, not dirty
 
 
 def candidates(run: Path):
@@ -242,7 +233,8 @@ def main() -> None:
     skipped = [f"{f}: {FAMILIES[f]['not_run']}" for f in families if "not_run" in FAMILIES[f]]
     if skipped:
         sys.exit(f"not measured by this suite: {'; '.join(skipped)}")
-    head, clean = commit()
+    # report figures need a frozen, recorded commit: the code that makes them clean
+    head, clean = commit(REPO, ("skillopt", "prompts", "skills", "perf/suite.py"))
     if args.report and (min(seeds) < 100 or not clean):
         sys.exit("--report needs split seeds of 100 and up (0-4 are for development) and a clean work tree")
     if not args.report and max(seeds) >= 100:
