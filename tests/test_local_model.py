@@ -71,7 +71,11 @@ def test_assembles_once_verifies_and_remembers(tiny_model):
 def test_corrupted_cache_file_is_refused_until_forced(tiny_model):
     _model, whole, cache = tiny_model
     path = weights_path("tiny", cache_dir=cache)
-    path.write_bytes(b"X" + whole[1:])  # same size, new mtime: the remembered check no longer applies
+    verified_at = path.stat().st_mtime_ns
+    path.write_bytes(b"X" + whole[1:])
+    # Same size, new mtime: the remembered check no longer applies. A write in the same clock tick as the
+    # assembly keeps the old mtime on a coarse-grained clock, so the new mtime is set, not left to chance.
+    os.utime(path, ns=(verified_at + 1_000_000_000, verified_at + 1_000_000_000))
     with pytest.raises(BadInput) as err:
         weights_path("tiny", cache_dir=cache)
     assert str(path) in str(err.value) and "skillopt models pull tiny --force" in str(err.value)
