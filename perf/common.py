@@ -122,6 +122,14 @@ def skillopt(*args: str) -> list[str]:
     return [sys.executable, "-m", "skillopt", *args]
 
 
+def asks_afresh(code: Path = REPO, caches: tuple[str, ...] = ("seed_cache", "replay")) -> list[str]:
+    """The settings that turn these caches off, at a commit that has them: an earlier run's kept rollouts
+    and replies (engine/rollout_cache.py, models/replay.py) make a repeat of the same job instant, and
+    its wall time would time nothing."""
+    config = (code / "skillopt" / "config.py").read_text()
+    return [x for name in caches if f"    {name}: bool" in config for x in ("--set", f"train.{name}=false")]
+
+
 def uptime() -> str:
     """`uptime`'s line: the load the figures beside it were measured at."""
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()

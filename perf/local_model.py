@@ -41,7 +41,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine, quick_preset_tasks, quick_seed_skill, uptime, write_json  # noqa: E402
+from perf.common import asks_afresh, machine, quick_preset_tasks, quick_seed_skill, uptime, write_json  # noqa: E402
 from skillopt.config import PRESETS  # noqa: E402
 from skillopt.models.local import LocalServer, weights_path  # noqa: E402
 
@@ -190,10 +190,9 @@ def preset_run(code: Path = REPO) -> dict:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        # a repeat would reuse the seed's rollouts from the first (engine/seed_cache.py): each run times them all
-        fresh = ["--set", "train.seed_cache=false"] if "seed_cache" in (code / "skillopt" / "config.py").read_text() else []
         proc = subprocess.run([sys.executable, "-m", "skillopt", "--runs-dir", tmp, "run", "--preset", "quick",
-                               "--run-id", "perf-quick", *fresh], cwd=code, env=env, capture_output=True, text=True)
+                               "--run-id", "perf-quick", *asks_afresh(code)], cwd=code, env=env, capture_output=True,
+                              text=True)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             return {"error": proc.stderr.strip()[-500:]}

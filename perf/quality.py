@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import RESULTS, stop_runs_on_sigterm, write_json  # noqa: E402
+from perf.common import RESULTS, asks_afresh, stop_runs_on_sigterm, write_json  # noqa: E402
 from skillopt.stats import paired_difference_interval  # noqa: E402
 
 def peer_python(peer: str) -> Path:
@@ -41,8 +41,11 @@ def peer_python(peer: str) -> Path:
 
 def run_ours(benchmark: str, seed: int, root: Path, extra: list[str]) -> dict:
     run_id = f"quality-{benchmark}-{seed}"
+    # only the seed's rollouts may come from an earlier run, as when the rows were first measured: a
+    # replayed repeat (models/replay.py) would time nothing
     args = [sys.executable, "-m", "skillopt", "--runs-dir", str(root / "runs"), "run", "--preset", "quick",
-            "--benchmark", benchmark, "--split-seed", str(seed), "--run-id", run_id, *extra]
+            "--benchmark", benchmark, "--split-seed", str(seed), "--run-id", run_id,
+            *asks_afresh(REPO, ("replay",)), *extra]
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN"))}
     t0 = time.perf_counter()
     r = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True)

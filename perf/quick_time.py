@@ -5,8 +5,9 @@ new user would (no key: the embedded 1.5B as target and optimizer; an empty seed
 first run has), and records its wall time, the machine's load before and after, and each phase
 of the run read from its own files: when it started and ended, its rollouts, their prompt and
 generated tokens. `--state one-core-busy` runs it beside a process that keeps one CPU busy (started
-here, stopped by its PID). `--repeat` also times the same command run a second time (the seed's rollouts
-then come from the cache the first run filled: what a user who runs it again waits).
+here, stopped by its PID). `--repeat` also times the same command run a second time (what a user who runs it
+again waits: since the embedded model's rollouts and replies are kept across runs, models/replay.py,
+it replays the first run; before, only the seed's rollouts came from the cache).
 
 The rows go to perf/results/quick_time.json (`runs`); the README's time range is generated from them,
 with the floor the measured generation rate sets (perf/local_model.py --limit).
@@ -147,7 +148,7 @@ def main() -> None:
     ap.add_argument("--state", choices=STATES, required=True)
     ap.add_argument("--code", type=Path, default=REPO, help="the checkout whose skillopt runs")
     ap.add_argument("--label", default="", help="what this code is (a setting compared, 'before' / 'after')")
-    ap.add_argument("--repeat", action="store_true", help="then the same command again, the seed cache on")
+    ap.add_argument("--repeat", action="store_true", help="then the same command again, the caches the first run filled on")
     ap.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     ap.add_argument("--record", type=Path, default=None, metavar="RUN_DIR",
                     help="add a finished run made by hand with this script's command line (--wall-s, --at)")
@@ -177,8 +178,14 @@ def main() -> None:
             row = describe(run, wall, args.state, at, {**base, "uptime": [before, uptime()]})
             if args.repeat:
                 again, wall2 = run_once(args.code, root, f"quick-{args.state}-{stamp}-again")
-                row["repeated"] = {"wall_s": round(wall2, 1), "uptime": uptime(),
-                                   "rollouts_run": rollouts_run(list(read_jsonl(again / "rollouts.jsonl")))}
+                meter = json.loads((again / "summary.json").read_text())["meter"]
+                rows = list(read_jsonl(again / "rollouts.jsonl"))
+                row["repeated"] = {"wall_s": round(wall2, 1), "uptime": uptime(), "rollouts": len(rows),
+                                   "rollouts_run": rollouts_run(rows),
+                                   "model_calls": sum(r.get("calls", 0) for r in meter["roles"].values()),
+                                   "replayed_calls": sum(r.get("cached_calls", 0) for r in meter["roles"].values()),
+                                   "same_best_skill": (again / "best_skill.md").read_text() ==
+                                   (run / "best_skill.md").read_text()}
     doc["runs"].append(row)
     write_json(args.out, doc)
     print(json.dumps({k: v for k, v in row.items() if k != "phases"}), flush=True)

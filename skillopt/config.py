@@ -87,8 +87,12 @@ class TrainConfig(_Frozen):
     # (chat harness). Off (0) until the development suite's `lessons` arm shows it pays
     lessons_per_step: Annotated[int, Field(ge=0)] = 0
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
-    # (kept under the user's cache folder: engine/seed_cache.py); False: run them again
+    # (kept under the user's cache folder: engine/rollout_cache.py); False: run them again
     seed_cache: bool = True
+    # with an embedded (local:) model: reuse every rollout and reply an earlier run got from it for the
+    # same request (models/replay.py), so a run that is only repeated makes no model call; False: only
+    # what seed_cache keeps
+    replay: bool = True
 
 
 class GateConfig(_Frozen):

@@ -65,6 +65,38 @@ def test_one_step_run_on_the_local_model(tmp_path):
     assert "baseline" in r.stdout and "test" in r.stdout
 
 
+def test_a_repeated_run_on_the_local_model_replays_every_call(tmp_path):
+    """The embedded model's rollouts and replies are kept across runs (models/replay.py): the same job
+    run again reuses every rollout and asks the model nothing, and ends where the first run ended."""
+    args = ["run", "--preset", "quick", "--target_model", SMOL, "--optimizer_model", SMOL,
+            "--train-size", "2", "--val-size", "2", "--test-size", "2", "--batch-size", "2",
+            "--set", "limits.max_tokens=48", "--set", "models.optimizer_max_tokens=128"]
+
+    def run(run_id: str, *more: str) -> dict:
+        r = run_cli([*args, "--run-id", run_id, *more], tmp_path, cli_env(tmp_path), timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        folder = tmp_path / "runs" / run_id
+        return {"out": r.stdout + r.stderr, "summary": json.loads((folder / "summary.json").read_text()),
+                "best": (folder / "best_skill.md").read_text(),
+                "rollouts": [json.loads(x) for x in (folder / "rollouts.jsonl").read_text().splitlines()]}
+
+    def asked(result: dict) -> tuple[int, int, int]:
+        """(rollouts run, optimizer calls made, optimizer calls replayed) by the run's meter."""
+        meter = result["summary"]["meter"]
+        opt = meter["roles"].get("optimizer", {})
+        return meter["rollouts"], opt.get("calls", 0), opt.get("cached_calls", 0)
+
+    first = run("first")
+    assert asked(first)[0] > 0 and asked(first)[1] > 0
+    second = run("second")
+    assert asked(second) == (0, 0, asked(first)[1])  # no model call at all: each reply replayed
+    assert second["rollouts"] and all(r["input_tokens"] == 0 and r["output_tokens"] == 0 for r in second["rollouts"])
+    assert {(r["task_id"], r["split"], r["version"]): r["hard"] for r in second["rollouts"]} == \
+        {(r["task_id"], r["split"], r["version"]): r["hard"] for r in first["rollouts"]}
+    assert second["summary"]["scores"] == first["summary"]["scores"] and second["best"] == first["best"]
+    assert f"{len(second['rollouts'])} rollouts and" in second["out"] and "train.replay=false" in second["out"]
+
+
 def test_no_server_survives_sigint(tmp_path):
     args = [sys.executable, "-m", "skillopt", "run", "--preset", "quick", "--target_model", SMOL,
             "--optimizer_model", SMOL, "--run-id", "sigint"]

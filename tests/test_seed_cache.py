@@ -1,4 +1,4 @@
-"""The seed's val / test rollouts are kept across runs (engine/seed_cache.py): a repeated run makes no
+"""The seed's val / test rollouts are kept across runs (engine/rollout_cache.py): a repeated run makes no
 target call for them and reports the same seed scores; another model is a miss; a corrupt entry is
 ignored with one warning; `train.seed_cache=false` turns the cache off. Real CLI, scripted fake server."""
 
@@ -69,14 +69,19 @@ def test_a_repeated_run_reuses_the_seed_rollouts(tmp_path):
         again = [r for r in second["rollouts"] if r["version"] == 0 and r["split"] in ("val", "test")]
         assert len(again) == 10 and all(r["input_tokens"] == 0 for r in again)  # this run paid nothing for them
         assert all((tmp_path / "runs" / "second" / r["trace_file"]).is_file() for r in again)
-        assert "10 rollout(s) of the seed skill reused" in second["out"]
+        assert "10 rollouts reused from an earlier run" in second["out"] and "train.seed_cache=false" in second["out"]
+        # a remote server's replies are never kept across runs (models/replay.py): the optimizer is asked again,
+        # and only the seed's val / test rollouts are reused
+        assert any(c.model == "fake-opt" for c in srv.calls)
+        assert all(r["input_tokens"] > 0 for r in second["rollouts"] if (r["version"], r["split"]) != (0, "val")
+                   and (r["version"], r["split"]) != (0, "test"))
 
         entries = sorted((tmp_path / "cache" / "rollouts").rglob("*.json"))
         assert len(entries) == 10
         entries[0].write_text('{"format": 1, "record": {"key": ')  # torn
         third = run(tmp_path, srv, data, "third")
         assert seed_calls(srv, asked) == 1  # only the unreadable entry ran again
-        assert third["out"].count("warning: the seed rollout cache") == 1
+        assert third["out"].count("warning: the rollout cache") == 1
         srv.clear()
 
         run(tmp_path, srv, data, "other-model", "fake-target-2")  # another target model: a miss

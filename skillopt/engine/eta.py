@@ -69,7 +69,7 @@ class RunEta:
             self.phase_t0 = now
         elif isinstance(event, RolloutDone):
             self.done += 1
-            # run now: not a cache hit, nor a rollout an earlier run made (the seed's, reused: engine.seed_cache)
+            # run now: not a cache hit, nor a rollout an earlier run made (reused: engine.rollout_cache)
             if not event.cached and event.record.created_at >= self.wall0 - 1:
                 self.ran += 1
                 self.tokens += event.record.output_tokens

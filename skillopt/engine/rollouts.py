@@ -15,7 +15,7 @@ from skillopt.benchmarks.base import Benchmark, Task
 from skillopt.errors import ScorerFailed
 from skillopt.engine.events import Emitter, Note, RolloutDone
 from skillopt.engine.executor import Executor, LocalExecutor, RolloutJob
-from skillopt.engine.seed_cache import SeedCache
+from skillopt.engine.rollout_cache import RolloutCache
 from skillopt.engine.settings import Settings
 from skillopt.harness.base import Harness, Limits, Rollout
 from skillopt.models.meter import Meter
@@ -85,9 +85,9 @@ class RolloutRunner:
     def __init__(self, store: RunStore, harness: Harness, benchmark: Benchmark, target: ModelSpec,
                  limits: Limits, meter: Meter, emit: Emitter, concurrency: int, settings: Settings,
                  summary_tokens: int = 400, capture=None, executor: Executor | None = None,
-                 seed_cache: SeedCache | None = None):
+                 kept: RolloutCache | None = None):
         self.store, self.harness, self.benchmark = store, harness, benchmark
-        self.seed_cache = seed_cache  # the seed's val / test rollouts, kept across runs (engine.seed_cache)
+        self.kept = kept  # rollouts kept across runs (engine.rollout_cache)
         self.capture = capture  # traces.tokens.TokenCapture for vLLM targets, else None
         self.target, self.limits, self.meter, self.emit = target, limits, meter, emit
         self.settings = settings  # the settings that matter: they make the cache key
@@ -155,12 +155,11 @@ class RolloutRunner:
         if key in self._inflight:  # a twin job (same key) is running: share its result
             return await asyncio.shield(self._inflight[key])
         done = self._inflight[key] = asyncio.get_running_loop().create_future()
-        # the seed's val / test rollouts come from an earlier run when it made them (not with token capture:
-        # its data needs the calls themselves)
-        seeds = self.seed_cache if self.seed_cache is not None and self.seed_cache.wants(version, split) \
+        # a rollout an earlier run made is reused (not with token capture: its data needs the calls themselves)
+        kept = self.kept if self.kept is not None and self.kept.wants(version, split) \
             and self.capture is None else None
         try:
-            rec = await self._reuse_seed(seeds, key, task, split, version) if seeds is not None else None
+            rec = await self._reuse(kept, key, task, split, version) if kept is not None else None
             if rec is None:
                 async with self._sem:
                     self.meter.check()  # a safe point: nothing is in flight for this rollout yet
@@ -169,8 +168,8 @@ class RolloutRunner:
                     rec, rollout = await self._execute(skill, version, task, split, trial, key)
                 # saved (grouped with other rollouts, off the event loop) before it counts as done
                 await self.store.save_rollout(rec, rollout.trace, rollout.raw_log)
-                if seeds is not None and not rec.errored:
-                    await asyncio.to_thread(seeds.put, key, split, rec, rollout.trace, rollout.raw_log)
+                if kept is not None and not rec.errored:
+                    await asyncio.to_thread(kept.put, key, split, rec, rollout.trace, rollout.raw_log)
         except BaseException as e:
             if isinstance(e, asyncio.CancelledError):
                 done.cancel()
@@ -188,11 +187,11 @@ class RolloutRunner:
         self.emit(RolloutDone(rec, cached=False))
         return rec
 
-    async def _reuse_seed(self, seeds: SeedCache, key: str, task: Task, split: str,
-                          version: int) -> RolloutRecord | None:
-        """The seed's rollout as an earlier run made it (`engine.seed_cache`), saved into this run with
-        its trace; this run paid nothing for it (no tokens, no cost). None: not kept."""
-        entry = await asyncio.to_thread(seeds.get, key, split)
+    async def _reuse(self, kept: RolloutCache, key: str, task: Task, split: str,
+                     version: int) -> RolloutRecord | None:
+        """The rollout as an earlier run made it (`engine.rollout_cache`), saved into this run with its
+        trace; this run paid nothing for it (no tokens, no cost). None: not kept."""
+        entry = await asyncio.to_thread(kept.get, key, split)
         if entry is None:
             return None
         old = entry.record

@@ -17,7 +17,8 @@ from skillopt.engine.eta import Plan, RunEta
 from skillopt.engine.local_threads import FollowFreeCores
 from skillopt.engine.loop import Context, Trainer, per_task, split_score
 from skillopt.engine.rollouts import RolloutRunner
-from skillopt.engine.seed_cache import SeedCache, default_root
+from skillopt.engine import rollout_cache
+from skillopt.engine.rollout_cache import RolloutCache
 from skillopt.engine.settings import SCORING_SECTIONS, Settings
 from skillopt.engine.executor import Executor
 from skillopt.engine.setup import (
@@ -26,7 +27,7 @@ from skillopt.engine.setup import (
 )
 from skillopt.engine.usage import record_calls, recorded_usage
 from skillopt.errors import BadInput, BudgetExceeded, RunFailed, ScorerFailed
-from skillopt.models import ProviderEnv
+from skillopt.models import ProviderEnv, replay
 from skillopt.models.spec import parse_model_spec
 from skillopt.skill import Skill
 from skillopt.stats import PairedLift, paired_lift
@@ -137,6 +138,29 @@ def _why_different(saved: dict, cfg: RunConfig, store: RunStore) -> str:
     return "the benchmark data or its scorer changed since the run started; start a new run"
 
 
+def _kept_rollouts(cfg: RunConfig, specs: Specs, parts: Parts, emit: Emitter) -> RolloutCache | None:
+    """The rollouts an earlier run made that this one reuses: every one when the target's replies are
+    kept (`train.replay`, an embedded target: `models.replay`), else the seed's val / test ones
+    (`train.seed_cache`), else none."""
+    every = cfg.train.replay and replay.identity(specs.target) is not None
+    if not (every or cfg.train.seed_cache):
+        return None
+    return RolloutCache(rollout_cache.default_root(), parts.settings.data_hash, lambda w: emit(Note(w)), every=every)
+
+
+def _reused(kept: RolloutCache | None, replies: replay.ReplayCache | None) -> str:
+    """The note that says what this run took from earlier runs, or "" when nothing."""
+    rollouts = kept.hits if kept is not None else 0
+    calls = replies.hits if replies is not None else 0
+    if not (rollouts or calls):
+        return ""
+    what = " and ".join(x for x in (f"{rollouts} rollout{'' if rollouts == 1 else 's'}" if rollouts else "",
+                                    f"{calls} model repl{'y' if calls == 1 else 'ies'}" if calls else "") if x)
+    off = "train.replay=false" if (kept is not None and kept.every) or calls else "train.seed_cache=false"
+    where = kept.root.parent if kept is not None else replies.entries.root.parent
+    return f"{what} reused from an earlier run (kept in {where}; --set {off} runs them again)"
+
+
 def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill, env: ProviderEnv,
            listeners: list[Listener], specs: Specs, benchmark: Benchmark, parts: Parts,
            executor: Executor) -> RunSummary:
@@ -164,11 +188,12 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         emit(Note(executor.note))
     with isolation(parts, benchmark, store), \
             token_capture(specs.target, store, env, cfg, emit, executor.callback_host) as capture:
-        seeds = SeedCache(default_root(), parts.settings.data_hash, lambda w: emit(Note(w))) \
-            if cfg.train.seed_cache else None
+        kept = _kept_rollouts(cfg, specs, parts, emit)
+        if cfg.train.replay:
+            parts.models.replay = replay.ReplayCache(replay.default_root(), lambda w: emit(Note(w)))
         runner = RolloutRunner(store, parts.harness, benchmark, specs.target, parts.limits, meter, emit,
                                cfg.train.concurrency, parts.settings, cfg.train.summary_tokens, capture=capture,
-                               executor=executor, seed_cache=seeds)
+                               executor=executor, kept=kept)
         ctx = Context(cfg, store, parts.models, benchmark, runner, specs.training_optimizer(), emit,
                       parts.deterministic)
         trainer = Trainer(ctx, state)
@@ -179,9 +204,8 @@ def _train(cfg: RunConfig, store: RunStore, state: RunState | None, seed: Skill,
         try:
             asyncio.run(_train_and_test(trainer))
             state.status = "finished"
-            if seeds is not None and seeds.hits:
-                emit(Note(f"{seeds.hits} rollout(s) of the seed skill reused from an earlier run (the cache in "
-                          f"{seeds.root}; --set train.seed_cache=false runs them again)"))
+            if note := _reused(kept, parts.models.replay):
+                emit(Note(note))
         except BudgetExceeded as e:
             state.status, state.stop_reason = "stopped", e.reason
             emit(Note(f"stopped: {e.reason}; state saved, continue with --resume {store.run_id}"))

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from skillopt.errors import BadInput, ModelCallError
 from skillopt.models.cache import ResponseCache, request_key
+from skillopt.models.replay import ReplayCache
 from skillopt.models.meter import Meter
 from skillopt.models.prices import cost_usd
 from skillopt.models.providers import AnthropicProvider, OpenAIProvider, TransientError
@@ -80,10 +81,12 @@ class Models:
 
     def __init__(self, env: ProviderEnv | None = None, meter: Meter | None = None,
                  cache: ResponseCache | None = None, retry: RetryPolicy | None = None,
-                 timeout_s: float = 180.0, prices: dict[str, tuple[float, float]] | None = None):
+                 timeout_s: float = 180.0, prices: dict[str, tuple[float, float]] | None = None,
+                 replay: ReplayCache | None = None):
         self.env = env or ProviderEnv()
         self.meter = meter or Meter()
-        self.cache = cache
+        self.cache = cache  # this run's replies (a resumed run asks nothing twice)
+        self.replay = replay  # the embedded models' replies, kept across runs (models.replay)
         self.retry = retry or RetryPolicy()
         self.prices = prices or {}
         self._openai = OpenAIProvider(self.env, timeout_s, base_url_for=_local_base_url)
@@ -95,9 +98,13 @@ class Models:
     async def chat(self, spec: ModelSpec, req: ChatRequest, role: Role, cache: bool = True) -> ChatResponse:
         """One metered call with retries. Raises `ModelCallError` after the last try."""
         key = request_key(spec, req) if (cache and self.cache) else None
+        kept = self.replay.key(spec, req) if (cache and self.replay) else None
         if key and (hit := self.cache.get(key)) is not None:
-            self.meter.record(CallRecord(role=role, model=str(spec), cached=True))
-            return hit.model_copy(update={"cached": True})
+            return self._replayed(spec, role, hit)
+        if kept and (hit := await asyncio.to_thread(self.replay.get, kept)) is not None:
+            if key:  # kept by an earlier run: this run's own cache keeps it for a resume
+                self.cache.put(key, hit)
+            return self._replayed(spec, role, hit)
         last: Exception | None = None
         for attempt in range(max(1, self.retry.attempts)):
             try:
@@ -120,11 +127,17 @@ class Models:
             self._record(spec, role, resp)
             if key:
                 self.cache.put(key, resp)
+            if kept:
+                await asyncio.to_thread(self.replay.put, kept, resp)
             return resp
         tries = max(1, self.retry.attempts)
         msg = f"{spec}: gave up after {tries} {'try' if tries == 1 else 'tries'}: {last}"
         self.meter.record(CallRecord(role=role, model=str(spec), ok=False, error=msg))
         raise ModelCallError(msg, transient=True)
+
+    def _replayed(self, spec: ModelSpec, role: Role, hit: ChatResponse) -> ChatResponse:
+        self.meter.record(CallRecord(role=role, model=str(spec), cached=True))
+        return hit.model_copy(update={"cached": True})
 
     def _record(self, spec: ModelSpec, role: Role, resp: ChatResponse) -> None:
         self.meter.record(CallRecord(
