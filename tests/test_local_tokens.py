@@ -203,9 +203,13 @@ def test_a_multi_turn_mini_swe_agent_rollout_on_the_local_model_is_captured_turn
     assert check.chain_breaks == dropped
     # asked again of this process's server, not the one (gone with the eval) that generated them, and
     # over a ~1,000-token prompt: batched and one-token decoding, with other thread counts, round
-    # differently in the 4-bit model (seen: 0.02-0.05 on one server, up to 0.09 across two)
+    # differently in the 4-bit model (seen: 0.02-0.05 on one server, up to 0.09 across two, and 0.10-0.30
+    # across two on a loaded machine, where each server chose its threads from the load). What a wrong
+    # capture would break holds at any rounding: the reply was greedy (temperature 0), so each captured
+    # token is the recomputing server's top token, give or take that rounding, and its logprob is that one's
     found = [x for row in rows for x in token_checks.recompute_logprobs(row, tok, sample=2)]
-    assert len(found) >= 4 and token_checks.logprob_mismatches(found, 0.15) == [], found
+    assert len(found) >= 4 and token_checks.logprob_mismatches(found, 0.5) == [], found
+    assert all(x.recomputed is not None and x.recomputed >= x.best - 0.5 for x in found), found
     # TRL 1.16 SFTTrainer, pre-tokenized path (as in the Codex test above)
     assert "input_ids" in loaded.column_names and "labels" not in loaded.column_names
     for row in rows:

@@ -171,6 +171,7 @@ class Recomputed:
     captured: float
     recomputed: float | None  # None: not among the server's top `n` (then below its last)
     floor: float  # the lowest of the top `n` recomputed
+    best: float = 0.0  # the highest of the top `n` recomputed (a greedy reply's own token, give or take rounding)
 
 
 def recompute_logprobs(row: dict[str, Any], scorer: Scorer, positions: Sequence[int] = (),
@@ -184,7 +185,8 @@ def recompute_logprobs(row: dict[str, Any], scorer: Scorer, positions: Sequence[
     out = []
     for k in positions:
         top = scorer.next_logprobs(prompt + ids[:k], n)
-        out.append(Recomputed(k, ids[k], logprobs[k], top.get(ids[k]), min(top.values(), default=0.0)))
+        out.append(Recomputed(k, ids[k], logprobs[k], top.get(ids[k]), min(top.values(), default=0.0),
+                              max(top.values(), default=0.0)))
     return out
 
 
