@@ -86,6 +86,8 @@ ARMS: dict[str, list[str]] = {
     "no-reflection": [*METHOD, "train.max_reflections_per_step=0"],
     "no-rule-examples": [*METHOD, "train.rule_examples=0"],  # rules without the train answers they quote
     "no-form-rules": [*METHOD, "train.form_rules=false"],  # no rule of answer form read off by code
+    # short-answer train questions shown with their expected answers (optimizer/answers.py)
+    "answer-examples": [*METHOD, "train.answer_examples=4"],
 }
 
 

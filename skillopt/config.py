@@ -86,6 +86,10 @@ class TrainConfig(_Frozen):
     # solved, each read beside the target's failed reply; the optimizer writes the lesson the failure missed
     # (chat harness). Off (0) until the development suite's `lessons` arm shows it pays
     lessons_per_step: Annotated[int, Field(ge=0)] = 0
+    # short-answer tasks (exact / f1 scorers): up to this many of a step's train questions shown with the
+    # answers the data expects, failed ones first, as one candidate (optimizer/answers.py; no optimizer
+    # call). Off (0) until the development suite's `answer-examples` arm shows it pays
+    answer_examples: Annotated[int, Field(ge=0)] = 0
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/rollout_cache.py); False: run them again
     seed_cache: bool = True

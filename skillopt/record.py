@@ -123,7 +123,7 @@ class ScreenResult(BaseModel):
 # "lesson": what a failed reply missed, written from it beside a reply that solved the task (lessons.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
                  "trajectory-reflection", "procedure", "trajectory-demonstration", "teacher-example", "form-rule",
-                 "shape", "lesson"]
+                 "shape", "lesson", "answer-examples"]
 CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 

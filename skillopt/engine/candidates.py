@@ -17,6 +17,7 @@ from skillopt.optimizer.agent import (
     TrajectoryDemonstrationProposer,
     TrajectoryReflectionProposer,
 )
+from skillopt.optimizer.answers import AnswerExamplesProposer
 from skillopt.optimizer.credit import AblationProposer
 from skillopt.optimizer.demonstrate import DemonstrationProposer, Teacher
 from skillopt.optimizer.describe import DescriptionProposer
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
 
 EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-inferiority
 RULES = ("rules", "form-rule")  # a rule, then the answers it quotes from its own train failures
-WORKED = ("demonstration", "trajectory-demonstration", "teacher-example")  # quote their own train task by design
+# quote their own train tasks by design
+WORKED = ("demonstration", "trajectory-demonstration", "teacher-example", "answer-examples")
 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
@@ -54,6 +56,8 @@ def build_proposers(ctx: Context) -> list[Proposer]:
                                 temperature=m.optimizer_temperature, examples=cfg.rule_examples))
     if cfg.form_rules:
         out.append(FormRuleProposer(examples=cfg.rule_examples))
+    if cfg.answer_examples > 0:
+        out.append(AnswerExamplesProposer(cfg.answer_examples))
     agent = discovers_skill(ctx.runner.harness)
     # the teacher (the optimizer model solving failed train tasks by a reply) serves the chat harness,
     # and agents writing functions (`code` tasks), whose example run it can write

@@ -1,0 +1,184 @@
+"""How far a skill's text can move the embedded 1.5B target on the knowledge and conventions families.
+
+The development suite (perf/suite.py) has three families whose score turns on a convention of the
+data the prompt never states: squad, jeopardy and naturalqs (FAMILIES there says why each). This
+script asks whether the best text an optimizer could write would move local:qwen2.5-coder-1.5b
+there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
+scores on the val and test splits (both development data for split seeds 0-4) three skills:
+
+- `seed`: the seed skill the quick preset uses for the family (skills/default/SKILL.md: none of
+  the three ships its own);
+- `rule`: the seed plus a `## Rules` section with one rule that states the family's hidden
+  convention as a person who has read the data would write it (RULES below, hand-written: the
+  oracle of what a rule edit could say);
+- `examples`: the seed plus a section with the first 4 train tasks of the split, each its question
+  (no passage, no answer-format line) and `Answer: <first expected answer>` (train tasks only).
+
+New sections go before the seed's protected "Answer format" block, which stays as it is. Each skill
+is scored by the real CLI (`skillopt eval`), one run at a time, in the work folder; per-task hard
+scores come from each run's rollouts, errored (infrastructure) rollouts left out of both sides.
+The rule and examples skills are paired against the seed on the same tasks with `stats.paired_lift`,
+the interval `skillopt compare` shows.
+
+It writes perf/results/knowledge_headroom.json: per family and variant, the added section, hard
+score and n, and for rule and examples the paired difference with its 95% interval, tasks won and
+lost, and which ones. Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs]
+                                                                [--seed 0] [--splits val,test] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from perf.common import commit, machine, skillopt, stop_runs_on_sigterm, uptime, write_result  # noqa: E402
+from skillopt.benchmarks import get_benchmark  # noqa: E402
+from skillopt.benchmarks.qa import ANSWER_FORMAT  # noqa: E402
+from skillopt.config import PRESETS, RunConfig, resolve_config  # noqa: E402
+from skillopt.engine.setup import seed_skill  # noqa: E402
+from skillopt.skill import Skill  # noqa: E402
+from skillopt.stats import paired_lift  # noqa: E402
+from skillopt.store.run_store import RunStore  # noqa: E402
+from skillopt.store.scores import per_task  # noqa: E402
+
+TARGET = "local:qwen2.5-coder-1.5b"
+EXAMPLES = 4  # train tasks shown by the `examples` skill
+ANSWER_HEADING = "## Answer format"
+
+# hand-written: each family's convention as a person who has read its expected answers would state it
+RULES = {
+    "squad": "The answer is the shortest span of the passage that answers the question, copied word for word "
+             "as the passage writes it (numbers and dates exactly as the passage writes them): a name, a date, "
+             "a number or a short phrase, never a sentence and never your own words.",
+    "jeopardy": "The answer is the bare thing the clue describes: a name or a noun phrase only, with no "
+                "\"What is\" or \"Who is\" before it and never a sentence.",
+    "naturalqs": "The answer is a short entity in its usual form: a name, a date, a number or a title, as an "
+                 "encyclopedia would write it; never a sentence or an explanation.",
+}
+
+
+def preset_config(family: str, seed: int) -> RunConfig:
+    """The quick preset's settings with the family and split seed (as perf/suite.py resolves them)."""
+    return resolve_config(PRESETS["quick"], {"benchmark": family, "splits": {"seed": seed}})
+
+
+def question_of(task, family: str) -> str:
+    """The prompt without the benchmark's answer-format line; for squad, without the passage too."""
+    text = task.prompt.removesuffix(ANSWER_FORMAT[task.metadata["scorer"]]).strip()
+    return text.rpartition("\n\n")[2].strip() if family == "squad" else text
+
+
+def with_section(seed: Skill, section: str) -> Skill:
+    """The seed skill with `section` inserted before its protected answer-format block."""
+    at = seed.body.find(ANSWER_HEADING)
+    if at < 0:
+        raise SystemExit(f"the seed skill {seed.name!r} has no {ANSWER_HEADING!r} section to insert before")
+    return seed.with_body(f"{seed.body[:at]}{section.strip()}\n\n{seed.body[at:]}")
+
+
+def sections(family: str, cfg: RunConfig) -> dict[str, str]:
+    """The section each variant adds to the seed skill ("" for the seed itself)."""
+    train = list(get_benchmark(family, cfg.splits).tasks("train"))[:EXAMPLES]
+    shown = "\n\n".join(f"{question_of(t, family)}\nAnswer: {t.answers[0]}" for t in train)
+    return {"seed": "", "rule": f"## Rules\n- {RULES[family]}",
+            "examples": f"## Examples of expected answers\n\n{shown}"}
+
+
+def eval_argv(skill_file: Path, family: str, split: str, cfg: RunConfig) -> list[str]:
+    s = cfg.splits
+    sets = [f"splits.seed={s.seed}", f"splits.train={s.train}", f"splits.val={s.val}", f"splits.test={s.test}",
+            f"limits.max_tokens={cfg.limits.max_tokens}"]
+    return skillopt("eval", "--skill", str(skill_file), "-b", family, "--split", split, "--target-model", TARGET,
+                    *[x for s in sets for x in ("--set", s)], "--progress", "none")
+
+
+def score(skill_file: Path, family: str, split: str, cfg: RunConfig, work: Path) -> dict:
+    """One `skillopt eval` run: per-task hard scores (errored rollouts left out) and what it cost."""
+    def run_folders() -> set[Path]:
+        return {p for p in (work / "runs").glob("*") if p.is_dir()}
+
+    before, argv = run_folders(), eval_argv(skill_file, family, split, cfg)
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=work, capture_output=True, text=True)  # Ctrl-C / SIGTERM kill it too
+    wall = time.perf_counter() - t0
+    made = sorted(run_folders() - before)
+    if done.returncode != 0 or len(made) != 1:
+        raise SystemExit(f"skillopt eval failed (rc {done.returncode}, {len(made)} new runs): "
+                         f"{(done.stderr or done.stdout)[-1500:]}")
+    records = RunStore(made[0]).rollouts()
+    return {"hard": per_task(records, "hard"), "errored": sum(r.errored for r in records),
+            "run_id": made[0].name, "wall_s": round(wall, 1), "argv": argv[1:]}
+
+
+def family_rows(family: str, seed: int, splits: list[str], work: Path) -> list[dict]:
+    cfg = preset_config(family, seed)
+    base = seed_skill(cfg)
+    rows, seed_hard = [], {}
+    for variant, section in sections(family, cfg).items():
+        skill = with_section(base, section) if section else base
+        path = work / "skills" / f"{family}-{seed}" / variant / "SKILL.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(skill.render())
+        runs = [score(path, family, split, cfg, work) for split in splits]
+        hard = {t: v for r in runs for t, v in r["hard"].items()}
+        row = {"family": family, "split_seed": seed, "splits": splits, "variant": variant, "skill_text": section,
+               "hard": round(sum(hard.values()) / len(hard), 4) if hard else None, "n": len(hard),
+               "errored": sum(r["errored"] for r in runs), "runs": [r["run_id"] for r in runs],
+               "wall_s": round(sum(r["wall_s"] for r in runs), 1), "eval_argv": runs[0]["argv"]}
+        if variant == "seed":
+            seed_hard = hard
+        else:
+            row.update(versus_seed(seed_hard, hard))
+        rows.append(row)
+        print(f"{family} {variant}: hard {row['hard']} n={row['n']} errored={row['errored']} "
+              f"{row.get('delta', '')} [{row.get('ci_low', '')}, {row.get('ci_high', '')}]", flush=True)
+    return rows
+
+
+def versus_seed(seed: dict[str, float], variant: dict[str, float]) -> dict:
+    """The variant minus the seed on the tasks both scored (`stats.paired_lift`, as `skillopt compare`)."""
+    lift = paired_lift(seed, variant)
+    if lift is None:
+        return {"delta": None, "paired_n": 0}
+    i = lift.interval
+    common = sorted(t for t in seed if t in variant)
+    return {"delta": round(i.mean, 4), "ci_low": round(i.lo, 4), "ci_high": round(i.hi, 4), "ci_method": i.method,
+            "won": lift.wins, "lost": lift.losses, "tied": lift.ties, "paired_n": lift.n, "verdict": lift.verdict,
+            "won_tasks": [t for t in common if variant[t] > seed[t]],
+            "lost_tasks": [t for t in common if variant[t] < seed[t]]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--families", default="squad,jeopardy,naturalqs")
+    ap.add_argument("--seed", type=int, default=0, help="split seed")
+    ap.add_argument("--splits", default="val,test", help="the splits scored (paired over their union)")
+    ap.add_argument("--work", help="folder for the skills and runs (default: a new temporary folder)")
+    ap.add_argument("--out", default="knowledge_headroom", help="result name under perf/results/")
+    args = ap.parse_args()
+    stop_runs_on_sigterm()
+    families, splits = args.families.split(","), args.splits.split(",")
+    unknown = [f for f in families if f not in RULES]
+    if unknown:
+        raise SystemExit(f"no rule for {unknown}: known families are {sorted(RULES)}")
+    work = Path(args.work or tempfile.mkdtemp(prefix="knowledge-headroom-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    head, clean = commit(paths=("skillopt", "skills"))  # the code measured
+    t0, at_start = time.perf_counter(), uptime()
+    rows = [row for family in families for row in family_rows(family, args.seed, splits, work)]
+    doc = {"machine": machine(), "uptime_at_start": at_start, "uptime_at_end": uptime(),
+           "command": "python perf/knowledge_headroom.py " + " ".join(sys.argv[1:]),
+           "commit": head, "code_clean": clean, "target": TARGET, "work": str(work),
+           "wall_s": round(time.perf_counter() - t0, 1), "rows": rows}
+    print(f"wrote {write_result(args.out, doc)}")
+
+
+if __name__ == "__main__":
+    main()
