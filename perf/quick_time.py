@@ -1,7 +1,7 @@
 """How long the README's main job takes, and where the time goes (issue 27).
 
 `python perf/quick_time.py --state idle` runs `skillopt run --preset quick` through the real CLI, as a
-new user would (no key: the embedded 1.5B as target and optimizer; an empty seed-rollout cache, as a
+new user would (no key: the embedded 1.5B as target and optimizer; empty rollout and reply caches, as a
 first run has), and records its wall time, the machine's load before and after, and each phase
 of the run read from its own files: when it started and ended, its rollouts, their prompt and
 generated tokens. `--state one-core-busy` runs it beside a process that keeps one CPU busy (started

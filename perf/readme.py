@@ -523,7 +523,7 @@ def quick_time_part(doc: dict, local: dict | None) -> list[str]:
                      spread(mine, "rollouts_run", 0), spread(mine, "generated_tokens", 0),
                      ", ".join(str(r["code"]) for r in mine)])
     out += ["How long the main job takes, as a new user runs it (`python perf/quick_time.py --state STATE`: "
-            "`skillopt run --preset quick` through the CLI, no key, an empty seed-rollout cache; "
+            "`skillopt run --preset quick` through the CLI, no key, empty rollout and reply caches, as a first run has; "
             "one-core-busy: beside a process that keeps one CPU busy):", ""]
     out += table(["machine state", "1-min load, start -> end", "wall", "runs", "test, seed -> best", "rollouts run", "generated tokens",
                   "commit"], rows) + [""]
