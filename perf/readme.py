@@ -553,15 +553,10 @@ def quick_time_part(doc: dict, local: dict | None) -> list[str]:
     repeated = [r for r in runs if r.get("repeated")]
     for r in repeated:
         rep = r["repeated"]
-        if "replayed_calls" in rep:  # since the embedded model's rollouts and replies are kept (models/replay.py)
-            out.append(f"- The same command a second time ({r['state']}, at {r['code']}): {rep['wall_s']:.0f} s, "
-                       f"{rep['rollouts_run']} of {rep['rollouts']} rollouts run and {rep['model_calls']} model calls "
-                       f"made ({rep['replayed_calls']} optimizer replies replayed from the first run); "
-                       f"{'the same' if rep['same_best_skill'] else 'another'} best skill.")
-        else:
-            out.append(f"- The same command a second time ({r['state']}, at {r['code']}): {rep['wall_s'] / 60:.1f} "
-                       f"min, {rep['rollouts_run']} rollouts run (only the seed's validation and test rollouts came "
-                       "from the cache the first run filled).")
+        out.append(f"- The same command a second time ({r['state']}, at {r['code']}): {rep['wall_s']:.0f} s, "
+                   f"{rep['rollouts_run']} of {rep['rollouts']} rollouts run and {rep['model_calls']} model calls "
+                   f"made ({rep['replayed_calls']} optimizer replies replayed from the first run); "
+                   f"{'the same' if rep['same_best_skill'] else 'another'} best skill.")
     return out + ([""] if repeated else [])
 
 

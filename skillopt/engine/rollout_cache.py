@@ -64,12 +64,16 @@ class RolloutCache:
         """Whether a rollout of this version on this split is kept."""
         return self.every or (version == 0 and split in SEED_SPLITS)
 
+    def _where(self, key: str, split: str) -> tuple:
+        """An entry's own key: the rollout's, the data's and the split."""
+        return FORMAT, key, self.data_hash, split
+
     def get(self, key: str, split: str) -> KeptRollout | None:
-        entry = self.entries.read(KeptRollout, FORMAT, key, self.data_hash, split)
+        entry = self.entries.read(KeptRollout, *self._where(key, split))
         if entry is None:
             return None
         if entry.record.key != key or entry.record.errored:
-            self.entries.warn_once(f"{self.entries.path(FORMAT, key, self.data_hash, split)} holds another rollout")
+            self.entries.warn_once(f"{self.entries.path(*self._where(key, split))} holds another rollout")
             return None
         self.hits += 1
         return entry
@@ -81,5 +85,5 @@ class RolloutCache:
         if record.errored or record.key != key:
             return
         entry = KeptRollout(record=record, trace=list(trace or []), raw_log=raw_log)
-        if self.entries.write(entry, FORMAT, key, self.data_hash, split):
+        if self.entries.write(entry, *self._where(key, split)):
             self.stored += 1

@@ -18,6 +18,7 @@ other weights or another llama.cpp build are a miss. One file per reply under `<
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
@@ -36,6 +37,7 @@ class KeptReply(BaseModel):
     response: ChatResponse
 
 
+@cache  # asked on every optimizer call; the installed build does not change while a run lasts
 def identity(spec: ModelSpec) -> str | None:
     """What makes this model's replies reproducible (weights and server build), or None when
     nothing does: replies of that model are not kept."""

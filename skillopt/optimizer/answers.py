@@ -57,20 +57,20 @@ class AnswerExamplesProposer:
     async def propose(self, state: SearchState) -> Proposal:
         if any(s.title == SECTION for s in state.skill.sections()):
             return Proposal()  # the skill shows answers already
-        seen, failed, passed = set(), [], []
+        seen, failed, passed = set(), [], []  # (task, its question)
         for r in state.scored:
             task = state.tasks.get(r.task_id)
-            if r.error or task is None or task.id in seen or question_of(task) is None:
+            if r.error or task is None or task.id in seen or (question := question_of(task)) is None:
                 continue
             seen.add(task.id)
-            (failed if r.failed else passed).append(task)
+            (failed if r.failed else passed).append((task, question))
         if not failed:  # the feedback taught nothing the target does not already do
             return Proposal()
         shown = (failed + passed)[: self.count]
-        text = f"## {SECTION}\n\n" + "\n\n".join(f"{question_of(t)}\nAnswer: {t.answers[0].strip()}" for t in shown)
+        text = f"## {SECTION}\n\n" + "\n\n".join(f"{q}\nAnswer: {t.answers[0].strip()}" for t, q in shown)
         if any(e.text == text for e in state.rejected):
             return Proposal()
-        ids = [t.id for t in shown]
+        ids = [t.id for t, _ in shown]
         why = (f"{len(failed)} of {len(seen)} train answers were not the expected ones: "
                f"{len(shown)} questions shown with the answers the data expects")
         edit = Edit(op="add", anchor=anchor_before_protected(state.skill), text=text, rationale=why, evidence=ids)
