@@ -245,9 +245,10 @@ def main() -> None:
                 if not a.lift_only:
                     run, measured = eval_run(harness, benchmark, a, runs)
                     row = row_of(harness, benchmark, run, measured)
+                    here = machine()
                     row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
                                options=a.option, skill=_shown(skill_of(benchmark, a)), command=command,
-                               date=machine()["date"])
+                               date=here["date"], cpu=here["cpu"], load_avg_1_5_15=here["load_avg_1_5_15"])
                     rows[(harness, benchmark, a.target, ",".join(a.option), row["skill"])] = row
                     print(json.dumps(row), flush=True)
                 if a.train:

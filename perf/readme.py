@@ -583,7 +583,7 @@ def main() -> None:
     for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(load("suite"), load("knowledge_headroom"))),
                       ("quicktime", lambda: "\n".join(quick_time_part(load("quick_time") or {}, load("local_model")))
                        .rstrip() + "\n"),
-                      ("agents", lambda: render_agents(load("agents")))):
+                      ("agents", lambda: render_agents(load("agents"), load("agent_prompts")))):
         begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
         if begin not in new or end not in new:
             sys.exit(f"README.md has no {begin} ... {end} section")

@@ -182,6 +182,18 @@ def test_config_toml_points_codex_at_the_target_only():
     assert provider["query_params"] == {"api-version": "x"} and "sk-secret-value" not in json.dumps(cfg)
 
 
+def test_a_local_target_is_waited_on_for_the_whole_rollout_not_two_minutes():
+    """Codex gave up on a silent stream after 120 s and asked again while the embedded model was still
+    reading its 6,000-token first prompt (2-3 minutes on 2 cores): the same prompt queued behind itself."""
+    limits = Limits(timeout_s=900)
+    opts = AgentOptions()
+    assert opts.idle_timeout(limits, parse_model_spec("local:qwen2.5-coder-1.5b")) == 900
+    assert opts.idle_timeout(limits, parse_model_spec("openai:gpt-5-mini")) == 120
+    assert AgentOptions(stream_idle_timeout_s=30).idle_timeout(limits, parse_model_spec("local:qwen2.5-coder-1.5b")) == 30
+    cfg = tomllib.loads(codex_config("m", Endpoint("http://127.0.0.1:1/v1", "k"), opts, idle_s=900))
+    assert cfg["model_providers"]["skillopt"]["stream_idle_timeout_ms"] == 900_000
+
+
 def test_app_server_notifications_map_to_exec_events():
     state: dict = {}
     item = {"type": "commandExecution", "id": "c1", "command": "/bin/bash -lc ls", "aggregatedOutput": "a\n",

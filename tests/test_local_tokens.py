@@ -96,9 +96,9 @@ def test_a_codex_rollout_on_the_local_model_is_captured_exported_and_reads_as_tr
     r = run_cli(["eval", "--skill", str(skill), "--benchmark", str(data), "--split", "all", "--harness", "codex",
                  "--target-model", f"local:{SMOL}", "--capture-tokens", "--concurrency", "1",
                  "--set", "run_id=tok", "--set", "harness_options.mode=cli",
-                 "--set", "harness_options.max_output_tokens=48", "--set", "limits.timeout_s=600",
                  # the proxy answers a stream once the reply is whole: Codex waits out the first prompt
-                 "--set", "harness_options.stream_idle_timeout_s=600"],
+                 # (for a local target its silent-stream wait is the rollout's limit)
+                 "--set", "harness_options.max_output_tokens=48", "--set", "limits.timeout_s=600"],
                 tmp_path, env, timeout=900)  # about a minute on an idle machine; 4-6 on a loaded one
     assert r.returncode == 0, r.stderr[-3000:]
     run = tmp_path / "runs" / "tok"

@@ -18,6 +18,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ProviderEnv
 
 HOME_DIR = ".home"  # the rollout's own HOME, inside the workspace
+IDLE_TIMEOUT_S = 120.0  # an agent's wait on a silent model stream (a remote model)
 # Inherited by agent processes (nothing else from the user's environment is).
 PASS_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "SHELL", "USER", "LOGNAME", "SSL_CERT_FILE",
             "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
@@ -52,7 +53,7 @@ class AgentOptions(BaseModel):
     reasoning_effort: str | None = None  # claude: --effort; codex: model_reasoning_effort
     max_processes: int = Field(4, ge=1)  # agent processes running at once in this Python process
     max_retries: int = Field(2, ge=0)  # the agent's own retries of a failed model request
-    stream_idle_timeout_s: float = Field(120.0, gt=0)
+    stream_idle_timeout_s: float | None = Field(None, gt=0)  # default: `idle_timeout`
     nudge_empty: bool = True  # retry once with a nudge when the final answer is empty
     env: dict[str, str] = {}  # extra environment variables for the agent process
     # mini-swe-agent: actions as bash tool calls (its mini.yaml) or fenced blocks (mini_textbased.yaml)
@@ -88,6 +89,15 @@ class AgentOptions(BaseModel):
 
     def output_tokens(self, limits: Limits) -> int:
         return self.max_output_tokens or max(limits.max_tokens, 8192)
+
+    def idle_timeout(self, limits: Limits, target: ModelSpec) -> float:
+        """How long the agent waits on a model stream that sends nothing before it gives up and asks again:
+        the option; else, for the embedded model, the rollout's own limit (its server reads an agent's
+        first prompt for minutes before the first token on a small CPU, and asking again only queues
+        the same prompt behind itself); else 120 s."""
+        if self.stream_idle_timeout_s is not None:
+            return self.stream_idle_timeout_s
+        return self.timeout(limits) if target.provider == "local" else IDLE_TIMEOUT_S
 
 
 @dataclass(frozen=True)

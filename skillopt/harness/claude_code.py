@@ -283,7 +283,7 @@ class ClaudeCodeHarness(AgentHarness):
             "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_MAX_RETRIES": str(self.opts.max_retries),
             "API_TIMEOUT_MS": str(int(min(self.opts.timeout(limits), 600) * 1000)),
-            "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(int(self.opts.stream_idle_timeout_s * 1000)),
+            "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(int(self.opts.idle_timeout(limits, target) * 1000)),
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(self.opts.output_tokens(limits)),
             # every model role (background work, subagents) uses the target model
             "ANTHROPIC_MODEL": model, "ANTHROPIC_SMALL_FAST_MODEL": model, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,

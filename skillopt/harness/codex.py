@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import NUDGE, AgentHarness, AgentRun, AgentTrace
-from skillopt.harness.agent_env import AgentOptions, Endpoint, agent_home, child_env, endpoint, mentions_skill_file
+from skillopt.harness.agent_env import (IDLE_TIMEOUT_S, AgentOptions, Endpoint, agent_home, child_env, endpoint,
+                                        mentions_skill_file)
 from skillopt.harness.process import watchdog
 from skillopt.harness.base import Limits
 from skillopt.harness.place import runs_in_container
@@ -205,8 +206,10 @@ def sandbox_mode(opts: AgentOptions, sandboxed: bool) -> str:
     return "workspace-write" if sandboxed else "danger-full-access"
 
 
-def codex_config(model: str, ep: Endpoint, opts: AgentOptions, sandboxed: bool = False) -> str:
-    """`$CODEX_HOME/config.toml`: one provider (the target's Responses endpoint), no approvals."""
+def codex_config(model: str, ep: Endpoint, opts: AgentOptions, sandboxed: bool = False,
+                 idle_s: float = IDLE_TIMEOUT_S) -> str:
+    """`$CODEX_HOME/config.toml`: one provider (the target's Responses endpoint), no approvals; `idle_s`:
+    how long a silent stream is waited on (`AgentOptions.idle_timeout`)."""
     q = json.dumps  # a JSON string is a valid TOML basic string
     lines = [f"model = {q(model)}", f"model_provider = {q(PROVIDER)}", 'approval_policy = "never"',
              f"sandbox_mode = {q(sandbox_mode(opts, sandboxed))}"]
@@ -215,7 +218,7 @@ def codex_config(model: str, ep: Endpoint, opts: AgentOptions, sandboxed: bool =
     lines += ["", f"[model_providers.{PROVIDER}]", 'name = "skillopt target"', f"base_url = {q(ep.base_url)}",
               f"env_key = {q(KEY_VAR)}", 'wire_api = "responses"', f"request_max_retries = {opts.max_retries}",
               f"stream_max_retries = {opts.max_retries}",
-              f"stream_idle_timeout_ms = {int(opts.stream_idle_timeout_s * 1000)}"]
+              f"stream_idle_timeout_ms = {int(idle_s * 1000)}"]
     if ep.query:
         lines.append("query_params = { " + ", ".join(f"{q(k)} = {q(v)}" for k, v in ep.query) + " }")
     if ep.key_header:
@@ -364,7 +367,8 @@ class CodexHarness(AgentHarness):
         codex_home.mkdir(parents=True, exist_ok=True)
         # in the task's container (the container is the sandbox) Codex cannot make its own
         (codex_home / "config.toml").write_text(codex_config(self.opts.model or target.model, ep, self.opts,
-                                                             self.sandboxed_agent and not runs_in_container(ws)),
+                                                             self.sandboxed_agent and not runs_in_container(ws),
+                                                             self.opts.idle_timeout(limits, target)),
                                                 encoding="utf-8")
         env = child_env(home, dict(os.environ), CODEX_HOME=str(codex_home), **{KEY_VAR: ep.api_key}, **self.opts.env)
         tools = _bundled_codex()[1]
