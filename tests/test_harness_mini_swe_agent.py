@@ -227,6 +227,25 @@ async def test_text_actions_with_the_packages_textbased_config(tmp_path):
     assert len(calls) == 2 and "name: mathy" in results[calls[0].id].output
 
 
+async def test_a_plain_format_error_shows_no_placeholder_to_run(tmp_path):
+    """`format_error=plain`: a reply with two command blocks is told the rule in words; the package's own
+    message shows an example block holding `<action>`, which the 1.5B ran as its next command."""
+    def two_then_one(req: FakeRequest) -> FakeReply:
+        if not any("mswea_bash_command blocks" in m.text or "<action>" in m.text for m in req.messages):
+            return FakeReply(text="```mswea_bash_command\nls\n```\n```mswea_bash_command\npwd\n```")
+        return FakeReply(text=f"THOUGHT: done.\n\n```mswea_bash_command\n{SUBMIT} && echo 'Answer: 42'\n```")
+
+    told = {}
+    for how in ("package", "plain"):
+        with FakeModelServer(two_then_one) as srv:
+            r, _ = await rollout(srv, tmp_path / how, action_format="text", format_error=how)
+        assert r.error is None and r.output.text == "Answer: 42", r.error
+        told[how] = srv.calls[1].messages[-1].text
+    assert "<action>" in told["package"]
+    assert "<action>" not in told["plain"] and "held 2 ```mswea_bash_command blocks" in told["plain"]
+    assert "```mswea_bash_command\n" not in told["plain"]  # no example block to copy
+
+
 async def test_the_skills_text_in_the_instance_template_for_a_model_that_reads_no_file(tmp_path):
     """`skill_in_prompt=true`: the skill's text is in the instance template (a small model seldom
     runs the `cat` it is pointed to: the 1.5B never did), so the skill counts as used without a

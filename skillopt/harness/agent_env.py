@@ -58,6 +58,10 @@ class AgentOptions(BaseModel):
     env: dict[str, str] = {}  # extra environment variables for the agent process
     # mini-swe-agent: actions as bash tool calls (its mini.yaml) or fenced blocks (mini_textbased.yaml)
     action_format: Literal["toolcall", "text"] = "toolcall"
+    # mini-swe-agent with text actions: what a reply without exactly one command block is told. `package`:
+    # mini_textbased.yaml's message, whose example block holds the placeholder `<action>` (the 1.5B ran
+    # it as its command); `plain`: the same rule in words, with nothing to copy
+    format_error: Literal["package", "plain"] = "package"
     # mini-swe-agent: the skill's whole text in its instance template, where the default names the
     # skill's file for the agent to read (a small model seldom reads a file it is only pointed to)
     skill_in_prompt: bool = False

@@ -179,6 +179,19 @@ def chat_endpoint(target: ModelSpec, models: Any) -> tuple[Endpoint, str, dict[s
     return endpoint(target, models.env, "responses"), f"openai/{target.model}", {}
 
 
+# `format_error=plain`: mini-swe-agent's format error (Jinja, rendered by the package with `actions`,
+# `error` and `finish_reason`) without an example block whose placeholder a small model runs as its command
+PLAIN_FORMAT_ERROR = """\
+{% if finish_reason is defined and finish_reason in ["length", "tool_calls"] -%}
+Your reply was cut off before its command block was complete, so nothing ran. Reply again, shorter: one \
+sentence, then the command block.
+{%- else -%}
+Your reply was not run: it held {{actions|length}} ```mswea_bash_command blocks, and a reply must hold exactly \
+one. Reply again: one sentence, then one ```mswea_bash_command block, closed with ```, holding the one real \
+shell command that does the next step of the task.
+{%- endif %}"""
+
+
 class MiniSweAgentHarness(AgentHarness):
     name = "mini-swe-agent"
     apis: frozenset[str] = frozenset({"chat"})
@@ -244,7 +257,9 @@ class MiniSweAgentHarness(AgentHarness):
                                 description=skill.description.strip(), coding=coding, body=body)
         home = agent_home(run.ws) / "mini-swe-agent"
         text = self.opts.action_format == "text"
+        plain = text and self.opts.format_error == "plain"
         return {"config": "mini_textbased.yaml" if text else "mini.yaml", "text_actions": text,
+                **({"format_error_template": PLAIN_FORMAT_ERROR} if plain else {}),
                 "task": prompt, "skill_text": skill_text, "model_name": self.opts.model and f"openai/{self.opts.model}"
                 or model_name, "model_kwargs": {k: v for k, v in kwargs.items() if v is not None},
                 "step_limit": self.opts.turns(limits), "cwd": run.cwd,

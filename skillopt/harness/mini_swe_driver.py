@@ -4,7 +4,7 @@ Run inside the sandbox as `python -I mini_swe_driver.py SPEC.json`, by an interp
 `mini-swe-agent` package. It imports nothing of skillopt (the sandbox shows it only this file and
 the interpreter's packages). The spec (written by `skillopt.harness.mini_swe_agent`) names the
 package's config (`mini.yaml`: bash tool calls; `mini_textbased.yaml`: a fenced bash block), the
-text added to its instance template (the skill), the model (an OpenAI-compatible endpoint: the
+text added to its instance template (the skill), its format error message where the harness gives one, the model (an OpenAI-compatible endpoint: the
 relay; its URL and token come in `SKILLOPT_MINI_BASE_URL` and `SKILLOPT_MINI_API_KEY`, removed from the environment before any command
 runs) and the limits.
 
@@ -78,6 +78,8 @@ def main(spec_path: str) -> int:
                      output_path=spec.get("trajectory") and Path(spec["trajectory"]))
     model_cfg = dict(config.get("model") or {})
     model_cfg.update(model_name=spec["model_name"], cost_tracking="ignore_errors")
+    if spec.get("format_error_template"):
+        model_cfg["format_error_template"] = spec["format_error_template"]
     model_cfg["model_kwargs"] = {**(model_cfg.get("model_kwargs") or {}), **spec.get("model_kwargs", {}),
                                  "api_key": key or "no-key", **({"api_base": base_url} if base_url else {})}
     env_cfg = dict(config.get("environment") or {})
