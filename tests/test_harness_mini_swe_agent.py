@@ -246,6 +246,26 @@ async def test_a_plain_format_error_shows_no_placeholder_to_run(tmp_path):
     assert "```mswea_bash_command\n" not in told["plain"]  # no example block to copy
 
 
+async def test_the_example_response_can_be_left_out_of_the_instance_template(tmp_path):
+    """`example_response=false`: the package's instance template without its example (`ls -la`), which
+    the 1.5B ran as its first command; the rest of the template and the skill's text stay."""
+    def submit(req: FakeRequest) -> FakeReply:
+        return FakeReply(text=f"THOUGHT: done.\n\n```mswea_bash_command\n{SUBMIT} && echo 'Answer: 42'\n```")
+
+    shown = {}
+    for keep in (True, False):
+        with FakeModelServer(submit) as srv:
+            r, _ = await rollout(srv, tmp_path / str(keep), action_format="text", skill_in_prompt=True,
+                                 example_response=keep)
+        assert r.error is None, r.error
+        shown[keep] = srv.calls[0].messages[-1].text
+    assert "<example_response>" in shown[True] and "ls -la" in shown[True]
+    assert "<example_response>" not in shown[False] and "ls -la" not in shown[False]
+    for kept in ("Useful command examples", "cat <<'EOF' > newfile.py", "Work it out with python",
+                 "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"):
+        assert kept in shown[False], kept
+
+
 async def test_the_skills_text_in_the_instance_template_for_a_model_that_reads_no_file(tmp_path):
     """`skill_in_prompt=true`: the skill's text is in the instance template (a small model seldom
     runs the `cat` it is pointed to: the 1.5B never did), so the skill counts as used without a

@@ -62,6 +62,9 @@ class AgentOptions(BaseModel):
     # mini_textbased.yaml's message, whose example block holds the placeholder `<action>` (the 1.5B ran
     # it as its command); `plain`: the same rule in words, with nothing to copy
     format_error: Literal["package", "plain"] = "package"
+    # mini-swe-agent: false leaves the instance template's example response (`ls -la`) out; the 1.5B ran
+    # it as its first command, and echoed its closing tag
+    example_response: bool = True
     # mini-swe-agent: the skill's whole text in its instance template, where the default names the
     # skill's file for the agent to read (a small model seldom reads a file it is only pointed to)
     skill_in_prompt: bool = False

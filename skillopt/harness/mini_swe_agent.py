@@ -260,6 +260,7 @@ class MiniSweAgentHarness(AgentHarness):
         plain = text and self.opts.format_error == "plain"
         return {"config": "mini_textbased.yaml" if text else "mini.yaml", "text_actions": text,
                 **({"format_error_template": PLAIN_FORMAT_ERROR} if plain else {}),
+                "example_response": self.opts.example_response,
                 "task": prompt, "skill_text": skill_text, "model_name": self.opts.model and f"openai/{self.opts.model}"
                 or model_name, "model_kwargs": {k: v for k, v in kwargs.items() if v is not None},
                 "step_limit": self.opts.turns(limits), "cwd": run.cwd,

@@ -4,7 +4,8 @@ Run inside the sandbox as `python -I mini_swe_driver.py SPEC.json`, by an interp
 `mini-swe-agent` package. It imports nothing of skillopt (the sandbox shows it only this file and
 the interpreter's packages). The spec (written by `skillopt.harness.mini_swe_agent`) names the
 package's config (`mini.yaml`: bash tool calls; `mini_textbased.yaml`: a fenced bash block), the
-text added to its instance template (the skill), its format error message where the harness gives one, the model (an OpenAI-compatible endpoint: the
+text added to its instance template (the skill; the template's example response left out when the
+harness says so), its format error message where the harness gives one, the model (an OpenAI-compatible endpoint: the
 relay; its URL and token come in `SKILLOPT_MINI_BASE_URL` and `SKILLOPT_MINI_API_KEY`, removed from the environment before any command
 runs) and the limits.
 
@@ -61,6 +62,15 @@ def _instance_template(template: str, skill_text: str) -> str:
     return block + "\n\n" + template
 
 
+def _without_example(template: str) -> str:
+    """The instance template without its example response (and the heading and line that introduce it)."""
+    import re
+
+    out = re.sub(r"## Formatting your response\n.*?</example_response>\n*", "", template, flags=re.DOTALL)
+    return re.sub(r"([^\n]*[Ee]xample[^\n]*:\n+)?<example_response>.*?</example_response>\n*", "", out,
+                  flags=re.DOTALL)
+
+
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     key = os.environ.pop("SKILLOPT_MINI_API_KEY", "")  # the relay's token: not for the agent's commands
@@ -73,7 +83,10 @@ def main(spec_path: str) -> int:
     config = yaml.safe_load(get_config_path(spec["config"]).read_text(encoding="utf-8"))
     agent_cfg = {k: v for k, v in (config.get("agent") or {}).items() if k in (
         "system_template", "instance_template", "max_consecutive_format_errors")}
-    agent_cfg["instance_template"] = _instance_template(agent_cfg["instance_template"], spec.get("skill_text", ""))
+    template = agent_cfg["instance_template"]
+    if spec.get("example_response") is False:
+        template = _without_example(template)
+    agent_cfg["instance_template"] = _instance_template(template, spec.get("skill_text", ""))
     agent_cfg.update(step_limit=int(spec["step_limit"]), cost_limit=0.0,
                      output_path=spec.get("trajectory") and Path(spec["trajectory"]))
     model_cfg = dict(config.get("model") or {})
