@@ -98,10 +98,10 @@ class AgentOptions(BaseModel):
         return self.max_output_tokens or max(limits.max_tokens, 8192)
 
     def idle_timeout(self, limits: Limits, target: ModelSpec) -> float:
-        """How long the agent waits on a model stream that sends nothing before it gives up and asks again:
-        the option; else, for the embedded model, the rollout's own limit (its server reads an agent's
-        first prompt for minutes before the first token on a small CPU, and asking again only queues
-        the same prompt behind itself); else 120 s."""
+        """How long Codex waits on a model stream that sends nothing before it gives up and asks again:
+        the option; else, for the embedded model, the rollout's own limit (its server reads Codex's
+        first prompt for minutes before the first event on a small CPU, and each time Codex asks again
+        counts against its retries); else 120 s."""
         if self.stream_idle_timeout_s is not None:
             return self.stream_idle_timeout_s
         return self.timeout(limits) if target.provider == "local" else IDLE_TIMEOUT_S

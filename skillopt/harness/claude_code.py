@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.harness.agent_common import NUDGE, AgentHarness, AgentRun, AgentTrace
-from skillopt.harness.agent_env import Endpoint, agent_home, child_env, endpoint, mentions_skill_file
+from skillopt.harness.agent_env import IDLE_TIMEOUT_S, Endpoint, agent_home, child_env, endpoint, mentions_skill_file
 from skillopt.harness.process import watchdog
 from skillopt.harness.base import Limits
 from skillopt.harness.registry import HarnessContext, harness
@@ -283,7 +283,9 @@ class ClaudeCodeHarness(AgentHarness):
             "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
             "CLAUDE_CODE_MAX_RETRIES": str(self.opts.max_retries),
             "API_TIMEOUT_MS": str(int(min(self.opts.timeout(limits), 600) * 1000)),
-            "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(int(self.opts.idle_timeout(limits, target) * 1000)),
+            # its watchdog did not fire while llama.cpp read a 10k-token prompt for 566 s: the default
+            # stays for a local target too (unlike Codex's)
+            "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(int((self.opts.stream_idle_timeout_s or IDLE_TIMEOUT_S) * 1000)),
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(self.opts.output_tokens(limits)),
             # every model role (background work, subagents) uses the target model
             "ANTHROPIC_MODEL": model, "ANTHROPIC_SMALL_FAST_MODEL": model, "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
