@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perf.common import RESULTS, machine, write_json  # noqa: E402
+from perf.common import LOOPBACK, RESULTS, machine, write_json  # noqa: E402
 from skillopt.benchmarks.base import Task  # noqa: E402
 from skillopt.harness.base import Limits  # noqa: E402
 from skillopt.harness.registry import HarnessContext, make_harness  # noqa: E402
@@ -67,15 +68,15 @@ async def requests_of(harness_name: str, task: Task = TASK, turns: int = 1, ws: 
         return FakeReply(text="Answer: 42")
 
     ctx: dict = {"models": Models(env=ProviderEnv()), "options": {"mode": "cli"} if harness_name != "mini-swe-agent" else {}}
-    if harness_name == "mini-swe-agent":
-        from skillopt.sandbox import Relay
-        from skillopt.sandbox.bwrap import Bubblewrap, check_bwrap
+    with contextlib.ExitStack() as stack:
+        if harness_name == "mini-swe-agent":
+            from skillopt.sandbox import Relay
+            from skillopt.sandbox.bwrap import Bubblewrap, check_bwrap
 
-        relay = Relay().__enter__()
-        ctx.update(sandbox=Bubblewrap(check_bwrap()), relay=relay)
-    harness = make_harness(harness_name, HarnessContext(**ctx))
-    with tempfile.TemporaryDirectory() as tmp, FakeModelServer(script) as srv:
-        ws = ws or Path(tmp)
+            ctx.update(sandbox=Bubblewrap(check_bwrap()), relay=stack.enter_context(Relay()))
+        harness = make_harness(harness_name, HarnessContext(**ctx))
+        srv = stack.enter_context(FakeModelServer(script))
+        ws = ws or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         write_skill(ws, SKILL, harness.skill_dir)
         target = parse_model_spec(SPECS[harness_name].format(base=srv.base_url, openai=srv.openai_url))
         r = await harness.run(task, SKILL, ws, target, Limits(timeout_s=120))
@@ -95,12 +96,11 @@ def replayed(base_url: str, req: FakeRequest) -> dict:
     body.pop("stream_options", None)
     body["max_output_tokens" if req.path.endswith("/responses") else "max_tokens"] = 1
     body.pop("max_completion_tokens", None)
-    path = "/v1" + req.path.split("/v1", 1)[1] if "/v1" in req.path else req.path
-    r = urllib.request.Request(base_url.rstrip("/").removesuffix("/v1") + path, data=json.dumps(body).encode(),
+    r = urllib.request.Request(base_url.rstrip("/").removesuffix("/v1") + req.path, data=json.dumps(body).encode(),
                                headers={"content-type": "application/json", "x-api-key": "x",
                                         "authorization": "Bearer x"})
     t0 = time.perf_counter()
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(r, timeout=3600) as resp:
+    with LOOPBACK.open(r, timeout=3600) as resp:
         reply = json.loads(resp.read())
     wall = time.perf_counter() - t0
     timings, usage = reply.get("timings") or {}, reply.get("usage") or {}

@@ -10,11 +10,13 @@ import platform
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "perf" / "results"
+LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # servers we start: never through a proxy
 
 
 def stop_runs_on_sigterm() -> None:
@@ -184,11 +186,8 @@ class InstantServer:
         return self.base_url + "/v1"
 
     def _call(self, method: str, path: str) -> dict:
-        import urllib.request
-
         req = urllib.request.Request(self.base_url + path, method=method, data=b"" if method == "POST" else None)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(req, timeout=10) as r:
+        with LOOPBACK.open(req, timeout=10) as r:
             return json.loads(r.read() or b"{}")
 
     def reset(self) -> None:

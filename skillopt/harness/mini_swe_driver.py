@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -64,8 +65,6 @@ def _instance_template(template: str, skill_text: str) -> str:
 
 def _without_example(template: str) -> str:
     """The instance template without its example response (and the heading and line that introduce it)."""
-    import re
-
     out = re.sub(r"## Formatting your response\n.*?</example_response>\n*", "", template, flags=re.DOTALL)
     return re.sub(r"([^\n]*[Ee]xample[^\n]*:\n+)?<example_response>.*?</example_response>\n*", "", out,
                   flags=re.DOTALL)
