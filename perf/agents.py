@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import machine, measure, skillopt  # noqa: E402
+from perf.common import commit, machine, measure, skillopt  # noqa: E402
 
 SKILLS = REPO / "skills"
 
@@ -163,10 +163,26 @@ def lift_of(run: Path) -> dict:
             "delta": delta.get("mean"), "ci_low": delta.get("lo"), "ci_high": delta.get("hi"),
             "wins": summary.get("test_wins"), "losses": summary.get("test_losses"), "accepted": origins,
             "accepted_edits": added, "edits_accepted": summary.get("edits_accepted"), "steps": summary.get("steps"),
-            "run": run.name}
+            "run": run.name, **protocol_of(config)}
 
 
-def recorded(run: Path, command: str) -> dict:
+REPORT_SEEDS = 100  # split seeds from here on are report seeds: run once, on frozen code (seeds 0-4 are for development)
+
+
+def protocol_of(config: dict) -> dict:
+    """The run's split seed and whether its figure is a development or a report one."""
+    seed = int((config.get("splits") or {}).get("seed") or 0)
+    return {"split_seed": seed, "protocol": "report" if seed >= REPORT_SEEDS else "development"}
+
+
+def lift_key(row: dict) -> tuple:
+    """One lift row per harness, benchmark, target, options and split seed (a report run keeps the
+    development runs beside it)."""
+    return (row["harness"], row["benchmark"], row.get("target"), ",".join(row.get("options") or []),
+            row.get("split_seed", 0))
+
+
+def recorded(run: Path, command: str, at: str | None = None) -> dict:
     """The lift row of a finished training run, its settings read from the run's config."""
     import yaml
 
@@ -176,6 +192,7 @@ def recorded(run: Path, command: str) -> dict:
     return {**lift_of(run), "target": config.get("target_model"), "options": options,
             "timeout_s": limits.get("timeout_s"), "max_turns": limits.get("max_turns"),
             "max_tokens": limits.get("max_tokens"), "command": command, "recorded_from": str(run),
+            **({"commit": at} if at else {}),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime((run / "summary.json").stat().st_mtime)),
             "settings": {k: train.get(k) for k in ("batch_size", "max_reflections_per_step", "rules_per_step",
                                                    "trajectory_reflections", "consolidate")}}
@@ -216,6 +233,7 @@ def main() -> None:
     p.add_argument("--record", metavar="RUN_DIR", help="add the lift row of a finished --train run (kept with "
                    "--keep) read with this script's code, running nothing")
     p.add_argument("--record-command", help="with --record: the command that made the run")
+    p.add_argument("--at", help="with --record: the commit the run was made at")
     p.add_argument("--lift-only", action="store_true", help="with --train: the training run only, no seed eval row")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
@@ -227,15 +245,16 @@ def main() -> None:
     doc = json.loads(out.read_text()) if out.is_file() else {}
     rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or []), r.get("skill")): r
             for r in doc.get("rows", [])}
-    lift = {(r["harness"], r["benchmark"], r.get("target")): r for r in doc.get("lift", [])}
+    lift = {lift_key(r): r for r in doc.get("lift", [])}
     t0 = time.time()
+    head, clean = commit(REPO, ("skillopt", "skills", "perf/agents.py"))  # the code a --train run is made with
     argv = sys.argv[1:]
     dropped = {i for i, x in enumerate(argv) if x.startswith("--keep")} | {
         i + 1 for i, x in enumerate(argv) if x in ("--keep", "--out")} | {i for i, x in enumerate(argv) if x == "--out"}
     command = "python perf/agents.py " + " ".join(x for i, x in enumerate(argv) if i not in dropped)
     if a.record:
-        row = recorded(Path(a.record), a.record_command or command)
-        lift[(row["harness"], row["benchmark"], row["target"])] = row
+        row = recorded(Path(a.record), a.record_command or command, a.at)
+        lift[lift_key(row)] = row
         a.train = True
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
         runs = Path(a.keep) if a.keep else Path(tmp)
@@ -252,11 +271,12 @@ def main() -> None:
                     rows[(harness, benchmark, a.target, ",".join(a.option), row["skill"])] = row
                     print(json.dumps(row), flush=True)
                 if a.train:
-                    lift[(harness, benchmark, a.target)] = {
-                        **train_run(harness, benchmark, a, runs), "target": a.target, "options": a.option,
-                        "timeout_s": a.timeout, "max_turns": a.max_turns, "max_tokens": a.max_tokens,
-                        "settings": a.sets, "command": command, "date": machine()["date"]}
-                    print(json.dumps(lift[(harness, benchmark, a.target)]), flush=True)
+                    row = {**train_run(harness, benchmark, a, runs), "target": a.target, "options": a.option,
+                           "timeout_s": a.timeout, "max_turns": a.max_turns, "max_tokens": a.max_tokens,
+                           "settings": a.sets, "command": command, "date": machine()["date"], "commit": head,
+                           "clean": clean}
+                    lift[lift_key(row)] = row
+                    print(json.dumps(row), flush=True)
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    "(the benchmark's own under skills/, else skills/default); means per scored rollout",
            "command": command, "machine": machine(), "took_s": round(time.time() - t0, 1),

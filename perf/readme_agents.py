@@ -62,13 +62,14 @@ def render_agents(doc: dict | None, prompts: dict | None = None) -> str:
         lines += ["", "Lift: one training run each (`--train`), seed against the best skill on the run's sealed test "
                   "split, paired. Each run's command:", ""]
         lines += [f"{i + 1}. `{r.get('command', '-')}` ({r.get('date', '')})" for i, r in enumerate(lift)]
-        lines += ["", "| # | harness | benchmark | target | options | n | seed | best | best - seed [95% CI] | won/lost "
-                  "| accepted (kind) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| # | harness | benchmark | target | options | split seed | n | seed | best | best - seed [95% CI] "
+                  "| won/lost | accepted (kind) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for i, r in enumerate(lift):
             opts = ", ".join(r.get("options") or []) or "-"
             kinds = ", ".join(r.get("accepted") or []) or ("none" if "accepted" in r else "-")
             lines.append(f"| {i + 1} | {r['harness']} | {r['benchmark']} | {r.get('target', '-')} | {opts} | "
-                         f"{r.get('n')} | {_n(r.get('seed_test'), 3)} | {_n(r.get('best_test'), 3)} | "
+                         f"{r.get('split_seed', 0)} ({r.get('protocol', 'development')}) | {r.get('n')} | "
+                         f"{_n(r.get('seed_test'), 3)} | {_n(r.get('best_test'), 3)} | "
                          f"{_n(r.get('delta'), 3)} [{_n(r.get('ci_low'), 3)}, {_n(r.get('ci_high'), 3)}] | "
                          f"{r.get('wins', '-')}/{r.get('losses', '-')} | {kinds} |")
         for i, r in enumerate(lift):
