@@ -206,3 +206,40 @@ def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_p
     assert "1. cat .agents/skills/" in reflection and "-> exit 0" in reflection
     (procedure,) = [q.last_user_text for q in seen if "numbered procedure" in q.last_user_text]
     assert "- no command failed: 1/1 passing, 0/1 failing" in procedure
+
+
+async def test_an_example_run_shows_the_file_the_agent_wrote_whole_beside_the_teachers():
+    """A mini-swe-agent rollout that solved its task by writing solution.py with a heredoc (and never
+    submitting) becomes an example run that shows that command whole, as the agent's reply holds it, then
+    the submit command; the teacher's verified function for a failed code task is a second candidate."""
+    import skillopt.benchmarks as bm
+    from skillopt.benchmarks.code import reference_code
+    from skillopt.harness.mini_swe_agent import MiniSweAgentHarness
+    from skillopt.optimizer.agent import ActionForm
+    from skillopt.optimizer.demonstrate import Teacher
+
+    bench = bm.get_benchmark("mbpp")
+    solved, failed = bench.tasks("all")[:2]
+    write = "# the function\ncat <<EOF > solution.py\ndef volume(a, b, c):\n    return a * b * c\n"
+    events = [MessageEvent(role="user", text=solved.prompt),
+              *call(1, "bash", {"command": "def volume(a, b, c):\n    return a * b * c"},
+                    '[exit code 2]\n/bin/sh: 1: Syntax error: "(" unexpected', failed=True),
+              *call(2, "bash", {"command": write}, ""), *call(3, "bash", {"command": write}, "")]
+    rollouts = [ScoredRollout(task_id=solved.id, prompt=solved.prompt, reference="", output="", hard=1.0, soft=1.0,
+                              feedback="passed", summary="", trajectory=trajectory(events, None, None)),
+                ScoredRollout(task_id=failed.id, prompt=failed.prompt, reference="", output="", hard=0.0, soft=0.0,
+                              feedback="failed", summary="", trajectory=trajectory(events[:3], None, None))]
+    st = SearchState(step=1, version=0, skill=SKILL, scored=rollouts, tasks={solved.id: solved, failed.id: failed})
+    form = ActionForm(lambda c: f"```mswea_bash_command\n{c}\n```", MiniSweAgentHarness.submit_command)
+    with FakeModelServer(lambda req: FakeReply(text=f"```python\n{reference_code(failed)}\n```")) as srv:
+        spec = parse_model_spec(f"openai-compatible:fake-opt@{srv.openai_url}")
+        teacher = Teacher(Models(env=ProviderEnv(), meter=Meter()), spec, bench)
+        got = await TrajectoryDemonstrationProposer(teacher, form).propose(st)
+    by = {c.origin: c.edits[0].text for c in got.candidates}
+    assert set(by) == {"trajectory-demonstration", "teacher-example"}
+    assert ("1. edit (exit 0):\n\n```mswea_bash_command\n# the function\ncat <<EOF > solution.py\n"
+            "def volume(a, b, c):\n    return a * b * c\n```\n\n2. Submit:\n\n```mswea_bash_command\n"
+            "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```") in by["trajectory-demonstration"]
+    assert "Syntax error" not in by["trajectory-demonstration"]  # the failed detour is dropped
+    assert reference_code(failed).strip().splitlines()[0] in by["teacher-example"]
+    assert all(apply_edits(SKILL, c.edits).applied for c in got.candidates)

@@ -63,3 +63,18 @@ def test_a_chat_answer_gets_no_agent_lines():
     chat = [MessageEvent(role="user", text="q"), MessageEvent(role="assistant", text="Answer: 42")]
     s = summarize(chat)
     assert "shell commands" not in s and "tests:" not in s and "stopped" not in s
+
+
+def test_a_file_written_by_the_shell_is_an_edit():
+    """Bash-only agents (mini-swe-agent) write every file with a redirect or a heredoc: those are edits (a
+    failed one is "edit did not apply"); a redirect to /dev/null or to a descriptor, or a command's output
+    kept in a file by anything but cat / echo / printf / tee, is not."""
+    writes = ["cat > solution.py <<'EOF'\ndef f():\n    return 1\nEOF", "# the file\ncat <<EOF > solution.py\nx = 1",
+              "echo 'x = 1' > pkg/core.py", "echo x >> notes.txt", 'printf "a" > "b.py"', "echo x | tee -a f.py"]
+    others = ["ls -la 2>&1", "echo hi > /dev/null", "cat a.py 2>/dev/null", "echo oops >&2", "cat solution.py",
+              "python -m pytest -q > out.txt", "echo x | tee /dev/null", "grep -rn 'a > b' pkg/"]
+    events = [e for i, c in enumerate(writes + others, 1) for e in call(i, "bash", {"command": c}, "")]
+    assert [c.edit for c in read(events).commands] == [True] * len(writes) + [False] * len(others)
+    failed = call(1, "bash", {"command": "cat > pkg/nowhere/x.py <<'EOF'\nx = 1\nEOF"},
+                  "[exit code 2]\nsh: 1: cannot create pkg/nowhere/x.py: Directory nonexistent", failed=True)
+    assert "edit did not apply" in failure_kinds(failed, patch="")

@@ -11,11 +11,12 @@ keeps the proposers of `propose`, `demonstrate` and `rules`.
   passing trajectories did that the failing ones did not; the habits that differ are counted here
   (ran the tests, ran them after the last edit...) and shown to the optimizer.
 - `TrajectoryDemonstrationProposer` ("trajectory-demonstration"): a solved trajectory condensed to
-  the commands that mattered, in order, as an "## Example run" section (no model call). When no
-  rollout of the step solved its task and the tasks are functions to write (`code`), the teacher
-  (the optimizer model, `demonstrate.Teacher`) writes the function for failed train tasks; one
-  that passes its task's hidden checks becomes the example run instead ("teacher-example"): the
-  file written in one command, then the agent's submit command, each as the agent's reply holds
+  the commands that mattered, in order, as an "## Example run" section (no model call); a file the
+  agent wrote in one shell command is shown whole, in the agent's action form, and the example ends
+  with its submit command. When the step's failed tasks include functions to write (`code`), the
+  teacher (the optimizer model, `demonstrate.Teacher`) also writes the function for failed train
+  tasks; one that passes its task's hidden checks becomes a second example run ("teacher-example"):
+  the file written in one command, then the agent's submit command, each as the agent's reply holds
   it (`ActionForm`, from the harness). What is learned is the function; the two steps around it
   are fixed wording, so its lift is attributed to its own kind.
 
@@ -252,18 +253,6 @@ def condense(t: Trajectory, limit: int = EXAMPLE_STEPS) -> list[TrajectoryStep]:
     return kept
 
 
-def example_section(t: Trajectory, steps: list[TrajectoryStep]) -> str:
-    """The steps alone: the task's own text is left out (tasks of one benchmark share their wording, which
-    the leakage check would rightly refuse, and the order of the commands is what the example teaches)."""
-    lines = []
-    for i, s in enumerate(steps, 1):
-        what = "run the tests: " if s.test else ("edit: " if s.edit else "")
-        code = "" if s.exit is None else f" (exit {s.exit})"
-        lines.append(f"{i}. {what}`{s.command}`{code}")
-    result = f"\n\nResult: {t.diff}" if t.diff else ""
-    return EXAMPLE_OPENING + "\n".join(lines) + result + "\n"
-
-
 @dataclass(frozen=True)
 class ActionForm:
     """How the run's agent acts: one shell command as its reply holds it, and the command that
@@ -271,6 +260,26 @@ class ActionForm:
 
     action: Callable[[str], str]
     submit: str | None = None
+
+
+def example_section(t: Trajectory, steps: list[TrajectoryStep], form: ActionForm | None = None) -> str:
+    """The steps alone: the task's own text is left out (tasks of one benchmark share their wording, which
+    the leakage check would rightly refuse, and the order of the commands is what the example teaches).
+    With the agent's action form, an edit made in one shell command (a file written with `cat > f <<'EOF'`)
+    is shown whole, as the agent's reply holds it, and the example ends with the agent's submit command:
+    a command squeezed onto one line is no example of how to write a file."""
+    lines = []
+    for i, s in enumerate(steps, 1):
+        what = "run the tests: " if s.test else ("edit: " if s.edit else "")
+        code = "" if s.exit is None else f" (exit {s.exit})"
+        if form is not None and s.source:
+            lines.append(f"{i}. {'run the tests' if s.test else 'edit'}{code}:\n\n{form.action(s.source)}\n")
+        else:
+            lines.append(f"{i}. {what}`{s.command}`{code}")
+    if form is not None and form.submit:
+        lines.append(f"{len(steps) + 1}. Submit:\n\n{form.action(form.submit)}\n")
+    result = f"\n\nResult: {t.diff}" if t.diff else ""
+    return EXAMPLE_OPENING + "\n".join(lines).rstrip("\n") + result + "\n"
 
 
 def written_file_section(path: str, code: str, form: ActionForm) -> str:
@@ -294,19 +303,27 @@ class TrajectoryDemonstrationProposer:
         self.used: set[str] = teacher.used if teacher else set()  # task ids already made into an example
 
     async def propose(self, state: SearchState) -> Proposal:
+        """The shortest solved trajectory, condensed; and, for functions to write, the teacher's function as
+        an example run too: an agent's one lucky solve may be a poor example (a run that never submitted,
+        a file written with the test pasted in), so both are candidates and the screen says which helps."""
         found = [(r, t, condense(t)) for r in traced(state.scored, failed=False)
                  if (t := r.trajectory) is not None and r.task_id in state.tasks and r.task_id not in self.used]
         found = [(r, t, steps) for r, t, steps in found if steps]
-        if not found:
-            return await self._from_teacher(state)
-        r, t, steps = min(found, key=lambda f: (len(f[2]), f[1].calls))
-        self.used.add(r.task_id)
-        text = example_section(t, steps)
-        why = f"a solved trajectory of train task {r.task_id}, condensed to {len(steps)} steps"
-        edit = _section_edit(state.skill, EXAMPLE, text, why, [r.task_id])
-        failed = [x.task_id for x in state.scored if x.failed and x.task_id != r.task_id]
-        return Proposal([Candidate(id="", step=state.step, origin="trajectory-demonstration", parent=state.version,
-                                   edits=[edit], rationale=why, sources=failed[:4] or [r.task_id])])
+        out = Proposal()
+        if found:
+            r, t, steps = min(found, key=lambda f: (len(f[2]), f[1].calls))
+            self.used.add(r.task_id)
+            text = example_section(t, steps, self.form)
+            why = f"a solved trajectory of train task {r.task_id}, condensed to {len(steps)} steps"
+            edit = _section_edit(state.skill, EXAMPLE, text, why, [r.task_id])
+            failed = [x.task_id for x in state.scored if x.failed and x.task_id != r.task_id]
+            out.candidates.append(Candidate(id="", step=state.step, origin="trajectory-demonstration",
+                                            parent=state.version, edits=[edit], rationale=why,
+                                            sources=failed[:4] or [r.task_id]))
+        taught = await self._from_teacher(state)
+        out.candidates.extend(taught.candidates)
+        out.reflections.extend(taught.reflections)
+        return out
 
     async def _from_teacher(self, state: SearchState) -> Proposal:
         failed = [r.task_id for r in state.scored if r.failed and r.task_id in state.tasks]
@@ -316,7 +333,7 @@ class TrajectoryDemonstrationProposer:
         solutions = await self.teacher.solve(state, "")
         code = [(task, extract_code(reply)) for task, reply in solutions.solved if task.kind == "code"]
         if not code:
-            why = (f"example run not proposed: no rollout solved its task, and the teacher solved 0 of "
+            why = (f"teacher example not proposed: the teacher solved 0 of "
                    f"{len(solutions.tried)} failed train tasks")
             return Proposal(reflections=[Reflection(minibatch=[t.id for t in solutions.tried], analysis=why)])
         task, source = min(code, key=lambda c: len(c[1]))

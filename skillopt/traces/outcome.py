@@ -22,6 +22,10 @@ _TEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.?test|pytest|unittest|nose2?|tox|nox|
                    r"(?:npm|yarn|pnpm) (?:run )?test|go test|cargo test|make (?:test|check)|ctest)\b|"
                    r"(?:^|[\s/])tests?/\S*\.py\b|\btest_\w+\.py\b", re.IGNORECASE)
 _APPLY = re.compile(r"\b(?:git apply|git am|patch -p|patch <|sed -i|perl -pi)\b")
+# a file written by the shell: `cat > f <<'EOF'`, `cat <<EOF > f`, `echo ... >> f`, `printf ... > f`, `tee f`
+# (bash-only agents such as mini-swe-agent write every file this way); not a redirect to /dev/null or a descriptor
+_WRITE = re.compile(r"(?:^|[\s;&|(])(?:cat|echo|printf)\b[^;&|\n]*?(?<![0-9&>])>>?\s*(?!/dev/null\b|&)['\"]?[\w.][\w./-]*"
+                    r"|(?:^|[\s;&|])tee\s+(?:-a\s+)?(?!/dev/null\b)[\w.][\w./-]*", re.MULTILINE)
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
 FAILURE_KINDS = ("no tool call", "wrong file", "tests never run", "edit did not apply", "time-out")
 
@@ -36,7 +40,7 @@ class Command:
     exit: int | None
     failed: bool
     output: str
-    edit: bool = False  # an edit tool, or a shell command that edits files (git apply, sed -i...)
+    edit: bool = False  # an edit tool, or a shell command that edits or writes files (git apply, sed -i, cat > f...)
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def read(events: list[TraceEvent], error: str | None = None) -> Outcome:
             continue
         text, shell = command_text(e)
         res = results.get(e.id) if e.id else None
-        edit = e.name.lower() in EDIT_TOOLS or (shell and bool(_APPLY.search(text)))
+        edit = e.name.lower() in EDIT_TOOLS or (shell and bool(_APPLY.search(text) or _WRITE.search(text)))
         commands.append(Command(len(commands) + 1, text, shell, exit_code(res, shell),
                                 res is not None and res.is_error, res.output if res is not None else "", edit))
     errors = list(dict.fromkeys([e.message for e in events if isinstance(e, ErrorEvent)] + ([error] if error else [])))

@@ -13,6 +13,7 @@ from skillopt.traces.outcome import diff_files, diff_stat, failure_kinds, read
 
 MAX_STEPS = 40  # tool calls kept per trajectory (first and last ones when longer)
 MAX_COMMAND_CHARS = 160
+MAX_SOURCE_CHARS = 2000  # an edit's whole command is kept up to this (a file written in one command)
 MAX_TAIL_CHARS = 600
 
 
@@ -23,6 +24,8 @@ class TrajectoryStep(BaseModel):
     failed: bool = False
     edit: bool = False
     test: bool = False
+    source: str = ""  # an edit's whole command as the agent wrote it (line breaks kept); "" when longer than
+    # MAX_SOURCE_CHARS: what an example run shows of the step (optimizer/agent.py)
 
 
 class Trajectory(BaseModel):
@@ -56,7 +59,9 @@ def trajectory(events: list[TraceEvent], error: str | None = None, patch: str | 
         return None
     tests = {c.index for c in o.tests}
     steps = [TrajectoryStep(index=c.index, command=_clip(c.text, MAX_COMMAND_CHARS), exit=c.exit, failed=c.failed,
-                            edit=c.edit, test=c.index in tests) for c in o.commands]
+                            edit=c.edit, test=c.index in tests,
+                            source=c.text.strip() if c.edit and c.shell and len(c.text) <= MAX_SOURCE_CHARS else "")
+             for c in o.commands]
     if len(steps) > MAX_STEPS:
         steps = steps[: MAX_STEPS // 4] + steps[-(MAX_STEPS - MAX_STEPS // 4):]
     last = o.tests[-1] if o.tests else None
