@@ -175,6 +175,13 @@ def protocol_of(config: dict) -> dict:
     return {"split_seed": seed, "protocol": "report" if seed >= REPORT_SEEDS else "development"}
 
 
+def row_key(row: dict) -> tuple:
+    """One eval row per harness, benchmark, target, options, skill, task count and turn budget (a larger
+    sample of the same setting keeps the smaller one beside it)."""
+    return (row["harness"], row["benchmark"], row.get("target"), ",".join(row.get("options") or []), row.get("skill"),
+            row.get("n"), row.get("max_turns"))
+
+
 def lift_key(row: dict) -> tuple:
     """One lift row per harness, benchmark, target, options and split seed (a report run keeps the
     development runs beside it)."""
@@ -243,8 +250,7 @@ def main() -> None:
         p.error("--lift-only goes with --train")
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.is_file() else {}
-    rows = {(r["harness"], r["benchmark"], r.get("target"), ",".join(r.get("options") or []), r.get("skill")): r
-            for r in doc.get("rows", [])}
+    rows = {row_key(r): r for r in doc.get("rows", [])}
     lift = {lift_key(r): r for r in doc.get("lift", [])}
     t0 = time.time()
     head, clean = commit(REPO, ("skillopt", "skills", "perf/agents.py"))  # the code a --train run is made with
@@ -268,7 +274,7 @@ def main() -> None:
                     row.update(target=a.target, timeout_s=a.timeout, max_turns=a.max_turns, max_tokens=a.max_tokens,
                                options=a.option, skill=_shown(skill_of(benchmark, a)), command=command,
                                date=here["date"], cpu=here["cpu"], load_avg_1_5_15=here["load_avg_1_5_15"])
-                    rows[(harness, benchmark, a.target, ",".join(a.option), row["skill"])] = row
+                    rows[row_key(row)] = row
                     print(json.dumps(row), flush=True)
                 if a.train:
                     row = {**train_run(harness, benchmark, a, runs), "target": a.target, "options": a.option,
