@@ -74,7 +74,8 @@ def candidates_per_step(cfg: RunConfig, agent: bool) -> int:
     n = t.max_reflections_per_step + t.rules_per_step + int(t.form_rules) + int(t.merge) + t.ablations_per_step
     n += int(t.description)
     if agent:
-        n += t.trajectory_reflections + int(t.procedure) + int(t.trajectory_demonstration)
+        # a condensed solved trajectory and, for functions to write, the teacher's example run
+        n += t.trajectory_reflections + int(t.procedure) + 2 * int(t.trajectory_demonstration)
     n += int(t.template == "learned" and t.shape_edit and not agent)  # the optimizer's reply shape on its own
     n += 0 if agent else t.lessons_per_step  # lessons from the teacher's solutions (chat harness)
     return n + int(t.demonstrations and not (agent and t.trajectory_demonstration))
