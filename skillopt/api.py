@@ -400,7 +400,8 @@ def dry_run(benchmark: str | None = None, *, config: PathLike | Mapping[str, Any
     bench = got.benchmark or get_benchmark(cfg.benchmark, cfg.splits, **cfg.benchmark_options)
     sizes: dict[str, int] = {s: len(bench.tasks(s)) for s in RUN_SPLITS}
     est = estimate_rollout(cfg, target, seed_skill(cfg, got.seed), bench.tasks("train") or bench.tasks("val"))
-    return describe(est, plan_rollouts(cfg, sizes, harness_info(cfg.harness).agent), cfg.train.concurrency)
+    code = any(t.kind == "code" for t in bench.tasks("train"))
+    return describe(est, plan_rollouts(cfg, sizes, harness_info(cfg.harness).agent, code), cfg.train.concurrency)
 
 
 __all__ = ["EvalResult", "TrainResult", "compare", "dry_run", "evaluate", "judge", "resolved_config", "train"]

@@ -66,3 +66,7 @@ def test_the_plan_counts_agent_candidates_only_for_agents():
     chat, agent = plan_rollouts(cfg, sizes, agent=False), plan_rollouts(cfg, sizes, agent=True)
     assert (chat.steps, chat.baseline, chat.train, chat.gate, chat.consolidation, chat.test) == (4, 10, 16, 40, 0, 10)
     assert agent.screen > chat.screen  # trajectory reflections, the procedure (the demonstration replaces the chat one)
+    # functions to write: the teacher's example run is planned beside the condensed trajectory, one more a step
+    code = plan_rollouts(cfg, sizes, agent=True, code=True)
+    assert code.screen - agent.screen == chat.steps * min(4, 8, 6)
+    assert plan_rollouts(cfg, sizes, agent=False, code=True).screen == chat.screen

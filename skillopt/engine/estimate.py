@@ -69,23 +69,24 @@ class RolloutPlan:
         return self.baseline + self.train + self.screen + self.gate + self.consolidation + self.test
 
 
-def candidates_per_step(cfg: RunConfig, agent: bool) -> int:
+def candidates_per_step(cfg: RunConfig, agent: bool, code: bool = False) -> int:
+    """At most this many candidates a step. `code`: the tasks are functions to write, for which an agent
+    run also gets the teacher's example run beside a condensed trajectory (optimizer/agent.py)."""
     t = cfg.train
     n = t.max_reflections_per_step + t.rules_per_step + int(t.form_rules) + int(t.merge) + t.ablations_per_step
     n += int(t.description)
     if agent:
-        # a condensed solved trajectory and, for functions to write, the teacher's example run
-        n += t.trajectory_reflections + int(t.procedure) + 2 * int(t.trajectory_demonstration)
+        n += t.trajectory_reflections + int(t.procedure) + (1 + int(code)) * int(t.trajectory_demonstration)
     n += int(t.template == "learned" and t.shape_edit and not agent)  # the optimizer's reply shape on its own
     n += 0 if agent else t.lessons_per_step  # lessons from the teacher's solutions (chat harness)
     return n + int(t.demonstrations and not (agent and t.trajectory_demonstration))
 
 
-def plan_rollouts(cfg: RunConfig, sizes: dict[str, int], agent: bool) -> RolloutPlan:
+def plan_rollouts(cfg: RunConfig, sizes: dict[str, int], agent: bool, code: bool = False) -> RolloutPlan:
     t, g = cfg.train, cfg.gate
     steps = cfg.train.epochs * math.ceil(sizes["train"] / max(1, t.batch_size)) if sizes["train"] else 0
     batch = min(t.batch_size, sizes["train"], t.minibatch_size + t.include_successes)  # a candidate's own tasks
-    screen = steps * candidates_per_step(cfg, agent) * batch * t.trials if t.screen else 0
+    screen = steps * candidates_per_step(cfg, agent, code) * batch * t.trials if t.screen else 0
     return RolloutPlan(steps=steps, baseline=sizes["val"] * g.trials, train=t.epochs * sizes["train"] * t.trials,
                        screen=screen, gate=steps * g.per_step * sizes["val"] * g.trials,
                        consolidation=t.epochs * sizes["val"] * g.trials if t.consolidate else 0,
