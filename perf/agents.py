@@ -175,18 +175,20 @@ def protocol_of(config: dict) -> dict:
     return {"split_seed": seed, "protocol": "report" if seed >= REPORT_SEEDS else "development"}
 
 
+def _setting(row: dict) -> tuple:
+    """What a row measured: the harness, benchmark, target and harness options."""
+    return row["harness"], row["benchmark"], row.get("target"), ",".join(row.get("options") or [])
+
+
 def row_key(row: dict) -> tuple:
-    """One eval row per harness, benchmark, target, options, skill, task count and turn budget (a larger
-    sample of the same setting keeps the smaller one beside it)."""
-    return (row["harness"], row["benchmark"], row.get("target"), ",".join(row.get("options") or []), row.get("skill"),
-            row.get("n"), row.get("max_turns"))
+    """One eval row per setting, skill, task count and turn budget (a larger sample of the same setting
+    keeps the smaller one beside it)."""
+    return (*_setting(row), row.get("skill"), row.get("n"), row.get("max_turns"))
 
 
 def lift_key(row: dict) -> tuple:
-    """One lift row per harness, benchmark, target, options and split seed (a report run keeps the
-    development runs beside it)."""
-    return (row["harness"], row["benchmark"], row.get("target"), ",".join(row.get("options") or []),
-            row.get("split_seed", 0))
+    """One lift row per setting and split seed (a report run keeps the development runs beside it)."""
+    return (*_setting(row), row.get("split_seed", 0))
 
 
 def recorded(run: Path, command: str, at: str | None = None) -> dict:

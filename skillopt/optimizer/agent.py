@@ -270,16 +270,14 @@ def example_section(t: Trajectory, steps: list[TrajectoryStep], form: ActionForm
     a command squeezed onto one line is no example of how to write a file."""
     lines = []
     for i, s in enumerate(steps, 1):
-        what = "run the tests: " if s.test else ("edit: " if s.edit else "")
+        label = "run the tests" if s.test else ("edit" if s.edit else "")
         code = "" if s.exit is None else f" (exit {s.exit})"
         if form is not None and s.source:
-            lines.append(f"{i}. {'run the tests' if s.test else 'edit'}{code}:\n\n{form.action(s.source)}\n")
+            lines.append(_fenced_step(i, f"{label}{code}", s.source, form))
         else:
-            lines.append(f"{i}. {what}`{s.command}`{code}")
-    if form is not None and form.submit:
-        lines.append(f"{len(steps) + 1}. Submit:\n\n{form.action(form.submit)}\n")
+            lines.append(f"{i}. {label + ': ' if label else ''}`{s.command}`{code}")
     result = f"\n\nResult: {t.diff}" if t.diff else ""
-    return EXAMPLE_OPENING + "\n".join(lines).rstrip("\n") + result + "\n"
+    return EXAMPLE_OPENING + _then_submit(lines, form) + result + "\n"
 
 
 def written_file_section(path: str, code: str, form: ActionForm) -> str:
@@ -287,10 +285,20 @@ def written_file_section(path: str, code: str, form: ActionForm) -> str:
     then the submit command. The task's own text is left out, as in `example_section`."""
     end = "EOF" if "EOF" not in code.splitlines() else "END_OF_FILE"
     heredoc = f"cat > {path} <<'{end}'\n{code.strip()}\n{end}"
-    steps = [f"1. Write the whole of `{path}` in one command:\n\n{form.action(heredoc)}"]
-    if form.submit:
-        steps.append(f"2. Submit:\n\n{form.action(form.submit)}")
-    return EXAMPLE_OPENING + "\n\n".join(steps) + "\n"
+    lines = [_fenced_step(1, f"Write the whole of `{path}` in one command", heredoc, form)]
+    return EXAMPLE_OPENING + _then_submit(lines, form) + "\n"
+
+
+def _fenced_step(n: int, label: str, command: str, form: ActionForm) -> str:
+    """Step `n` of an example run, its command as the agent's reply holds it."""
+    return f"{n}. {label}:\n\n{form.action(command)}\n"
+
+
+def _then_submit(lines: list[str], form: ActionForm | None) -> str:
+    """The steps, then the agent's submit command as one more step (where the agent has one)."""
+    if form is not None and form.submit:
+        lines = [*lines, _fenced_step(len(lines) + 1, "Submit", form.submit, form)]
+    return "\n".join(lines).rstrip("\n")
 
 
 class TrajectoryDemonstrationProposer:
