@@ -22,7 +22,7 @@ from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.skill import Skill
 from skillopt.traces.events import MessageEvent
-from skillopt.traces.trajectory import trajectory
+from skillopt.traces.trajectory import said, trajectory
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
 from tests.fakes.agent_scripts import shell_call
 from tests.helpers import cli_env, run_cli, write_jsonl
@@ -78,10 +78,26 @@ def test_trajectories_are_read_from_each_agents_trace():
     assert [(s.index, s.exit, s.edit, s.test) for s in t.steps] == [
         (1, 0, False, False), (2, 0, False, False), (3, 2, True, False), (4, 0, False, False)]
     assert t.failure_kinds == ["tests never run", "edit did not apply"] and t.diff == ""
+    assert [s.said for s in t.steps] == ["", "", "sed: can't read pkg/core.pyy", ""]  # why, for a failed one only
     c = trajectory(claude_trace(), None, PATCH)
     assert c.tests_run == 2 and c.test_exit == 0 and c.tested_after_last_edit and c.failure_kinds == []
     assert c.diff == "1 file (+1 -1): pkg/core.py" and c.test_tail == "1 passed in 0.1s"
     assert trajectory([MessageEvent(role="assistant", text="Answer: 4")]) is None  # a chat rollout
+
+
+def test_a_failed_command_says_why_in_the_lines_that_name_the_error():
+    """Python sent to the shell: an exit code of 2 alone does not say so; the shell's two complaints do.
+    A traceback's last line, and a failure that names no error (its last line), are what is kept."""
+    shell = "[exit code 2]\n/bin/sh: 2: import: not found\n/bin/sh: 5: Syntax error: \"(\" unexpected\n"
+    assert said(shell) == '/bin/sh: 2: import: not found | /bin/sh: 5: Syntax error: "(" unexpected'
+    traceback = ("Traceback (most recent call last):\n  File \"solution.py\", line 3, in <module>\n"
+                 "    print(f(2))\nNameError: name 'f' is not defined\n")
+    assert said(traceback) == "NameError: name 'f' is not defined"
+    assert said("[exit code 1]\n\nchecking...\n3 != 4\n") == "3 != 4"
+    assert said("[exit code 1]\n") == "" and len(said("error " * 100)) == 200
+    events = [*call(1, "bash", {"command": "import cmath\ndef angle(z):\n    return cmath.phase(z)"}, shell,
+                    failed=True)]
+    assert trajectory(events, None, None).steps[0].said.startswith("/bin/sh: 2: import: not found")
 
 
 async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
@@ -97,7 +113,7 @@ async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
     first, second = sorted((r.last_user_text for r in seen), key=lambda t: 'here: "tests never run"' not in t)
     assert "- tests never run: 3\n- edit did not apply: 3\n- time-out: 1" in first
     assert 'here: "tests never run"' in first and 'here: "edit did not apply"' in second
-    assert "3. sed -i 's/total = 0/total = 1/' pkg/core.pyy -> exit 2 [edit]" in first
+    assert "3. sed -i 's/total = 0/total = 1/' pkg/core.pyy -> exit 2 [edit] -- it said: sed: can't read pkg/core.pyy" in first
     assert "1. sed -i 's/x = 1/x = 2/' pkg/cor.py -> exit 2 [edit]" in first
     assert "Tests: never run" in first and "stopped after 1 tool call" in first and "timed out after 60s" in first
     assert "## PASSED task t-claude" in first and "python -m pytest -q tests/test_core.py (exit 0)" in first

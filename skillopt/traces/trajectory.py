@@ -6,6 +6,8 @@ the same for claude-code, codex and mini-swe-agent; a chat rollout (no tool call
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from skillopt.traces.events import TraceEvent
@@ -15,6 +17,9 @@ MAX_STEPS = 40  # tool calls kept per trajectory (first and last ones when longe
 MAX_COMMAND_CHARS = 160
 MAX_SOURCE_CHARS = 2000  # an edit's whole command is kept up to this (a file written in one command)
 MAX_TAIL_CHARS = 600
+MAX_SAID_CHARS = 200
+# lines of a failed command's output that say why (a shell that could not run it, a Python traceback's last line)
+_WHY = re.compile(r"error|not found|unexpected|no such file|denied|cannot|can't|invalid|unknown|usage:", re.I)
 
 
 class TrajectoryStep(BaseModel):
@@ -26,6 +31,7 @@ class TrajectoryStep(BaseModel):
     test: bool = False
     source: str = ""  # an edit's whole command as the agent wrote it (line breaks kept); "" when longer than
     # MAX_SOURCE_CHARS: what an example run shows of the step (optimizer/agent.py)
+    said: str = ""  # a failed command: what its output says of why ("/bin/sh: 1: import: not found")
 
 
 class Trajectory(BaseModel):
@@ -46,6 +52,17 @@ class Trajectory(BaseModel):
         return bool(tests) and (not edits or max(tests) > max(edits))
 
 
+def said(output: str) -> str:
+    """Why a failed command failed, as its output says it: the first and the last line that name an error
+    (the shell's "import: not found" and 'Syntax error: "(" unexpected', a traceback's last line), else
+    the output's last line; the harness's own "[exit code N]" line is left out. An exit code alone does
+    not tell the optimizer that the agent sent Python to a shell."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("[exit code")]
+    why = [ln for ln in lines if _WHY.search(ln)]
+    picked = list(dict.fromkeys([why[0], why[-1]])) if why else lines[-1:]
+    return _clip(" | ".join(picked), MAX_SAID_CHARS)
+
+
 def _clip(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 3] + "..."
@@ -60,7 +77,8 @@ def trajectory(events: list[TraceEvent], error: str | None = None, patch: str | 
     tests = {c.index for c in o.tests}
     steps = [TrajectoryStep(index=c.index, command=_clip(c.text, MAX_COMMAND_CHARS), exit=c.exit, failed=c.failed,
                             edit=c.edit, test=c.index in tests,
-                            source=c.text.strip() if c.edit and c.shell and len(c.text) <= MAX_SOURCE_CHARS else "")
+                            source=c.text.strip() if c.edit and c.shell and len(c.text) <= MAX_SOURCE_CHARS else "",
+                            said=said(c.output) if c.failed else "")
              for c in o.commands]
     if len(steps) > MAX_STEPS:
         steps = steps[: MAX_STEPS // 4] + steps[-(MAX_STEPS - MAX_STEPS // 4):]
