@@ -5,8 +5,8 @@ real CLI (the real agent, the embedded llama.cpp model, bubblewrap, the relay), 
 the eval run's record: solve rate, the share of rollouts that loaded the skill, turns, prompt and
 generated tokens (and the prompt tokens the server reused from its cache, where the agent's log
 has them: mini-swe-agent), wall per rollout, and the failure kinds read from the traces
-(`skillopt.traces.outcome.failure_kinds`: no tool call, wrong file, tests never run, edit did not
-apply, time-out). Writes perf/results/agents.json: `rows` (one per harness and benchmark) and `lift`.
+(`skillopt.traces.outcome.failure_kinds`: no tool call, shell rejected a command, wrong file, tests
+never run, edit did not apply, time-out). Writes perf/results/agents.json: `rows` (one per harness and benchmark) and `lift`.
 
 Usage:
     python perf/agents.py [--harness mini-swe-agent,claude-code,codex] [--benchmark swe-local,mbpp]

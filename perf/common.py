@@ -230,7 +230,8 @@ def stored_run(run: Path, optimizer: str):
     from skillopt.store.run_store import RunStore
 
     store = RunStore(run)
-    cfg = RunConfig.model_validate({**store.read_config().layer(), "optimizer_model": optimizer})
+    layer = {k: v for k, v in store.read_config().layer().items() if k in RunConfig.model_fields}  # an eval run's too
+    cfg = RunConfig.model_validate({**layer, "optimizer_model": optimizer})
     tasks = {t.id: t for t in get_benchmark(cfg.benchmark, cfg.splits).tasks("train")}
     spec = parse_model_spec(optimizer)
     size_local_models(Specs(spec, spec), 1)

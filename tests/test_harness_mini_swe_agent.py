@@ -283,3 +283,32 @@ async def test_the_skills_text_in_the_instance_template_for_a_model_that_reads_n
     assert [e.how for e in r.trace if isinstance(e, SkillUsedEvent)] == ["in its instance template"]
     assert "skill: discovered natively; used (in its instance template" in summarize(r.trace, r.error)
     assert (ws / ".agents" / "skills" / "mathy" / "SKILL.md").is_file()  # still there for the files it names
+
+
+async def test_the_skills_text_can_stand_last_in_the_instance_template(tmp_path):
+    """`skill_position=end`: the skill's paragraph after the package's workflow and command examples, the
+    last thing the model reads (the default puts it right after the task, where the 1.5B's replies followed
+    the task's own wording and the package's examples instead)."""
+    def fenced(req: FakeRequest) -> FakeReply:
+        return FakeReply(text=f"THOUGHT: done.\n\n```mswea_bash_command\n{SUBMIT} && echo 'Answer: 42'\n```")
+
+    shown = {}
+    for position in ("task", "end"):
+        with FakeModelServer(fenced) as srv:
+            r, _ = await rollout(srv, tmp_path / position, action_format="text", skill_in_prompt=True,
+                                 skill_position=position)
+        assert r.error is None, r.error
+        shown[position] = srv.calls[0].messages[-1].text
+    rule = "Work it out with python, then end with 'Answer: <number>'."
+    for position, text in shown.items():
+        assert text.count(rule) == 1 and "What is 6*7?" in text and "Useful command examples" in text, position
+    task, end = shown["task"], shown["end"]
+    assert task.index(rule) < task.index("Useful command examples")
+    assert end.index("Useful command examples") < end.index(rule)
+    assert end.rstrip().endswith("everything printed after that first line is your answer.")
+
+
+def test_a_skill_position_the_harness_does_not_know_is_refused():
+    with pytest.raises(BadInput, match="skill_position"):
+        make_harness("mini-swe-agent", HarnessContext(models=Models(env=ProviderEnv()),
+                                                      options={"skill_position": "middle"}))

@@ -56,7 +56,27 @@ def test_each_failure_kind_is_read_from_the_trace():
     assert failure_kinds(no_tools, patch="") == ["no tool call", "tests never run"]
     wrong = [*call(1, "Bash", {"command": "pytest"}, "ok")]
     assert failure_kinds(wrong, patch=PATCH, gold_files=["pkg/other.py"]) == ["wrong file"]
-    assert set(FAILURE_KINDS) == {"no tool call", "wrong file", "tests never run", "edit did not apply", "time-out"}
+    assert set(FAILURE_KINDS) == {"no tool call", "shell rejected a command", "wrong file", "tests never run",
+                                  "edit did not apply", "time-out"}
+
+
+def test_a_command_the_shell_could_not_run_is_its_own_failure_kind():
+    """Python sent to /bin/sh as a command, a program the sandbox lacks, bash's own "command not found":
+    tool misuse the optimizer must see named; a program that ran and failed (sed, pytest) is not it."""
+    rejected = [("import cmath\ndef f(z):\n    return cmath.phase(z)",
+                 '[exit code 2]\n/bin/sh: 2: import: not found\n/bin/sh: 3: Syntax error: "(" unexpected'),
+                ("python -c 'print(1)'", "[exit code 127]\n/bin/sh: 1: python: not found"),
+                ("your_command_here", "bash: line 1: your_command_here: command not found"),
+                ("./run.sh", "[exit code 126]\n")]
+    ran = [("sed -i 's/a/b/' x.py", "[exit code 2]\nsed: can't read x.py: No such file or directory"),
+           ("python3 -m pytest -q", "[exit code 1]\nE   ImportError: cannot import name 'f'\n1 failed"),
+           ("grep -rn 'not found' .", "[exit code 1]\n")]
+    for command, output in rejected:
+        events = call(1, "bash", {"command": command}, output, failed=True)
+        assert "shell rejected a command" in failure_kinds(events, patch=""), command
+    for command, output in ran:
+        events = call(1, "bash", {"command": command}, output, failed=True)
+        assert "shell rejected a command" not in failure_kinds(events, patch=""), command
 
 
 def test_a_chat_answer_gets_no_agent_lines():

@@ -68,6 +68,10 @@ class AgentOptions(BaseModel):
     # mini-swe-agent: the skill's whole text in its instance template, where the default names the
     # skill's file for the agent to read (a small model seldom reads a file it is only pointed to)
     skill_in_prompt: bool = False
+    # mini-swe-agent: where in its instance template the skill's paragraph stands: `task`, right after the
+    # task (the package's workflow and command examples follow it); `end`, after all of them, the last
+    # thing the model reads before it replies (a small model follows what it read last)
+    skill_position: Literal["task", "end"] = "task"
     sandbox_paths: tuple[str, ...] = ()  # more paths the sandbox shows the agent, read-only (a toolchain)
 
     @field_validator("allowed_tools", "disallowed_tools", "tools", "sandbox_paths", mode="before")

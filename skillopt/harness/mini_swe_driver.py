@@ -51,11 +51,14 @@ def _slim(message: dict) -> dict:
     return out
 
 
-def _instance_template(template: str, skill_text: str) -> str:
-    """The package's instance template with the skill's paragraph after the task (Jinja-escaped)."""
+def _instance_template(template: str, skill_text: str, position: str = "task") -> str:
+    """The package's instance template with the skill's paragraph (Jinja-escaped) after the task, or at
+    the end (`position` "end")."""
     if not skill_text:
         return template
     block = "{% raw %}" + skill_text.strip() + "{% endraw %}"
+    if position == "end":
+        return template.rstrip("\n") + "\n\n" + block + "\n"
     lines = template.splitlines(keepends=True)
     for i, line in enumerate(lines):
         if "{{task}}" in line.replace(" ", ""):
@@ -85,7 +88,8 @@ def main(spec_path: str) -> int:
     template = agent_cfg["instance_template"]
     if spec.get("example_response") is False:
         template = _without_example(template)
-    agent_cfg["instance_template"] = _instance_template(template, spec.get("skill_text", ""))
+    agent_cfg["instance_template"] = _instance_template(template, spec.get("skill_text", ""),
+                                                       spec.get("skill_position", "task"))
     agent_cfg.update(step_limit=int(spec["step_limit"]), cost_limit=0.0,
                      output_path=spec.get("trajectory") and Path(spec["trajectory"]))
     model_cfg = dict(config.get("model") or {})

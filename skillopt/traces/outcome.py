@@ -27,7 +27,12 @@ _APPLY = re.compile(r"\b(?:git apply|git am|patch -p|patch <|sed -i|perl -pi)\b"
 _WRITE = re.compile(r"(?:^|[\s;&|(])(?:cat|echo|printf)\b[^;&|\n]*?(?<![0-9&>])>>?\s*(?!/dev/null\b|&)['\"]?[\w.][\w./-]*"
                     r"|(?:^|[\s;&|])tee\s+(?:-a\s+)?(?!/dev/null\b)[\w.][\w./-]*", re.MULTILINE)
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
-FAILURE_KINDS = ("no tool call", "wrong file", "tests never run", "edit did not apply", "time-out")
+FAILURE_KINDS = ("no tool call", "shell rejected a command", "wrong file", "tests never run", "edit did not apply",
+                 "time-out")
+# the shell's own complaint about a command it could not run: a program it cannot find, or text that is no
+# shell syntax (Python sent as a command: "/bin/sh: 2: import: not found", 'Syntax error: "(" unexpected')
+_SHELL_REJECTED = re.compile(r"^(?:/usr)?(?:/bin/)?(?:ba|da)?sh: (?:line )?\d+: .*(?:syntax error|not found)",
+                             re.I | re.M)
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,8 @@ def failure_kinds(events: list[TraceEvent], error: str | None = None, patch: str
     """The failure kinds a rollout's trace shows (`FAILURE_KINDS`), in that order; empty when none does:
 
     - no tool call: the agent never ran a tool, or replied without a valid action (mini-swe-agent);
+    - shell rejected a command: a shell command failed with the shell's own complaint (a program it cannot
+      find, text that is no shell syntax, such as Python sent as a command), or exit code 126 / 127;
     - wrong file: its patch touches none of the files the reference fix changes (`gold_files`);
     - tests never run: a coding rollout with no test command;
     - edit did not apply: an edit tool or an editing command (git apply, sed -i...) failed, or it
@@ -174,6 +181,8 @@ def failure_kinds(events: list[TraceEvent], error: str | None = None, patch: str
     kinds = []
     if not o.commands or o.format_errors:
         kinds.append("no tool call")
+    if any(c.shell and c.failed and (c.exit in (126, 127) or _SHELL_REJECTED.search(c.output)) for c in o.commands):
+        kinds.append("shell rejected a command")
     files = diff_files(patch)
     if gold_files and files and not set(files) & set(gold_files):
         kinds.append("wrong file")
