@@ -124,7 +124,7 @@ class ScreenResult(BaseModel):
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
                  "trajectory-reflection", "procedure", "trajectory-demonstration", "teacher-example", "form-rule",
                  "shape", "lesson", "answer-examples"]
-CandidateStatus = Literal["proposed", "leaked", "not-applied", "over-cap", "duplicate", "screened-out",
+CandidateStatus = Literal["proposed", "leaked", "no-instruction", "not-applied", "over-cap", "duplicate", "screened-out",
                           "not-gated", "accepted", "rejected"]
 
 

@@ -326,6 +326,52 @@ def test_edits_copying_task_answers_are_rejected_before_any_rollout(tmp_path):
     assert "leakage check: edit 1 copies its reference answer" in report.stdout
 
 
+def test_a_reflection_that_is_code_alone_is_not_tried(tmp_path):
+    """The 1.5B as optimizer, asked for an instruction, often replies with the code or command it saw
+    fail (`from math import gcd`, a fenced `pytest`): such an edit is no instruction, and it is refused
+    before any rollout is spent on screening it; a reflection in words beside it is tried."""
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    bare = ["from math import gcd", "```bash\nexport PATH=$PATH:/usr/bin\n```"]
+    asked: list[int] = []
+    lock = threading.Lock()
+
+    def script(req: FakeRequest) -> FakeReply:
+        if "You improve a skill" in req.last_user_text:
+            failed = re.findall(r"FAILED task (item-\d+)", req.last_user_text)
+            with lock:
+                asked.append(1)
+                text = bare[(len(asked) - 1) % 2]
+            return FakeReply(text=json.dumps({"analysis": "code", "edits": [
+                {"op": "add", "anchor": "", "text": text, "rationale": "it failed", "evidence": failed[:1]}]}))
+        return FakeReply(text="Answer: unknown")
+
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "bare", "--set", "train.consolidate=false",
+                             "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "bare"
+    cands = [c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+             if c["origin"] == "reflection"]
+    assert cands and all(c["status"] == "no-instruction" and c["version"] is None for c in cands)
+    assert all("from math import gcd" in c["note"] or "export PATH" in c["note"] for c in cands)
+    assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}  # nothing stored or rolled out
+    report = run_cli(["report", "bare", "--format", "markdown", "-o", "-"], tmp_path, cli_env(tmp_path))
+    assert "not tried: a reflection that gave code or a command, no instruction" in report.stdout
+
+
+@pytest.mark.parametrize("text, bare", [
+    ("import cmath", True), ("```mswea_bash_command\npytest\n```\n", True), ("export PATH=$PATH:/usr/bin", True),
+    ("`pytest -q`", True), ("def f(x):\n    return x\n", True), ("## Tests\n```\npytest\n```", True),
+    ("Run `python -m pytest -q` after every edit; finish only when it exits 0.", False),
+    ("End with 'Answer: <number>'", False), ("- Use the function name the test calls.", False),
+    ("cat the file first, then edit it.", False),
+    ("Write the file in one command:\n```bash\ncat > solution.py <<'EOF'\nx = 1\nEOF\n```", False)])
+def test_code_alone_is_told_from_an_instruction(text, bare):
+    from skillopt.engine.candidates import bare_code
+
+    assert bare_code(text) is bare
+
+
 def test_pareto_pool_keeps_what_is_best_somewhere_and_drops_what_is_dominated():
     from skillopt.edits import Edit
     from skillopt.record import GateDecision, GatePair, ParetoPool

@@ -4,7 +4,9 @@ already tried)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import re
 from typing import TYPE_CHECKING
 
 from skillopt.benchmarks.base import Task
@@ -39,6 +41,29 @@ EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-infe
 RULES = ("rules", "form-rule")  # a rule, then the answers it quotes from its own train failures
 # quote their own train tasks by design
 WORKED = ("demonstration", "trajectory-demonstration", "teacher-example", "answer-examples")
+# an edit of these must say something in words: the optimizer is asked for an instruction, and a small one
+# often replies with the code or command it saw fail (`import cmath`, `export PATH=...`, a fenced `pytest`)
+INSTRUCTED = ("reflection", "trajectory-reflection")
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
+_INLINE = re.compile(r"`[^`\n]*`")
+_SHELL_FIRST = frozenset("export cd pip pip3 python python3 pytest cat echo sed ls grep git chmod mkdir rm cp mv sh "
+                         "bash sudo apt apt-get npm make".split())
+
+
+def bare_code(text: str) -> bool:
+    """Whether an edit's text is code or a command alone, with no instruction in words: nothing but
+    fenced blocks, headings and inline code; or what is left parses as Python (`from math import gcd`);
+    or it is one line that starts with a shell command and is no sentence (`export PATH=$PATH:/usr/bin`)."""
+    prose = "\n".join(ln for ln in _FENCED.sub("", text).splitlines() if not ln.lstrip().startswith("#")).strip()
+    if not re.search(r"[A-Za-z]{2,}", _INLINE.sub("", prose)):
+        return True
+    if "\n" not in prose and prose.split()[0] in _SHELL_FIRST and not prose.endswith((".", "!", "?")):
+        return True
+    try:
+        ast.parse(prose)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
@@ -151,6 +176,12 @@ class Preparer:
     def prepare(self, c: Candidate, skill: Skill, shown: list[Task]) -> None:
         cfg, store = self.ctx.cfg, self.ctx.store
         edits = list(c.edits)
+        if c.origin in INSTRUCTED:
+            bare = [e for e in edits if e.op != "delete" and e.part == "body" and bare_code(e.text)]
+            edits = [e for e in edits if not any(e is b for b in bare)]
+            if not edits:
+                c.status, c.note = "no-instruction", f"the edit was code or a command alone: {bare[0].text.strip()[:80]!r}"
+                return
         if cfg.train.leakage_check and c.origin not in EXEMPT:
             findings = leaks(c, edits, shown, skill)
             c.leakage = [str(f) for f in findings]

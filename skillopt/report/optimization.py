@@ -101,6 +101,7 @@ def verdict(c: Candidate) -> tuple[bool, str]:
         return False, (f"not kept: no better than the incumbent on the train tasks it came from "
                        f"({sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g}), so never gated")
     reasons = {"leaked": "not tried: every edit copied task text (leakage check)",
+               "no-instruction": "not tried: a reflection that gave code or a command, no instruction",
                "not-applied": "not tried: no edit applied to the skill",
                "over-cap": "not tried: over the skill's token cap",
                "duplicate": "not tried: the same skill was already tried",
