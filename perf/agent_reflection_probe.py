@@ -1,6 +1,7 @@
 """What the agent-aware reflection writes from a stored agent run's failed trajectories, with the
-embedded model as optimizer: the edits of the trajectory reflections (one per recurring failure kind)
-and of the procedure proposer, and what the prompt showed of each failed command. No rollout, no
+embedded model as optimizer: the edits of the trajectory reflections (one per recurring failure kind;
+`no_instruction`: code or a command alone, which a run refuses before any rollout) and of the procedure
+proposer, and what the prompt showed of each failed command. No rollout, no
 gate: a cheap look at the optimizer's side alone (perf/agents.py measures what a skill does).
 
 Usage: python perf/agent_reflection_probe.py RUN_DIR [RUN_DIR ...] [--split train|val|test] [--count 2]
@@ -27,6 +28,7 @@ from perf.common import RESULTS, stored_run, write_json  # noqa: E402
 
 async def probe(run: Path, split: str, count: int, optimizer: str) -> dict:
     from skillopt.benchmarks import get_benchmark
+    from skillopt.engine.candidates import bare_code
     from skillopt.optimizer.agent import ProcedureProposer, TrajectoryReflectionProposer
     from skillopt.optimizer.propose import SearchState
     from skillopt.optimizer.types import ScoredRollout
@@ -52,7 +54,8 @@ async def probe(run: Path, split: str, count: int, optimizer: str) -> dict:
             "rollouts": len(scored), "failed_with_trajectory": len(failed), "optimizer": optimizer,
             "wall_s": round(time.monotonic() - t0, 1),
             "failed_commands_said": sorted({s.said for r in failed for s in r.trajectory.steps if s.said})[:10],
-            "reflections": [{"focus_and_analysis": c.rationale, "edit": c.edits[0].text} for c in reflected.candidates],
+            "reflections": [{"focus_and_analysis": c.rationale, "edit": c.edits[0].text,
+                             "no_instruction": bare_code(c.edits[0].text)} for c in reflected.candidates],
             "procedure": [c.edits[0].text for c in procedure.candidates],
             "errors": [r.error for r in [*reflected.reflections, *procedure.reflections] if r.error]}
 
