@@ -7,6 +7,7 @@ Every scenario is deterministic: the fake target answers from the rules its syst
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import threading
@@ -297,66 +298,54 @@ def test_a_worked_example_is_the_shortest_correct_reply_that_shows_its_work_whol
 
 
 # the leakage check -------------------------------------------------------------------------------------
-def test_edits_copying_task_answers_are_rejected_before_any_rollout(tmp_path):
+def refused_run(tmp_path: Path, run_id: str, edit_text) -> tuple[list[dict], Path, str]:
+    """A one-epoch run whose reflections each propose one edit, `edit_text(failed task ids)`, and whose
+    target never answers right: the step's candidates, the run's folder, and its markdown report."""
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
-
-    def script(req: FakeRequest) -> FakeReply:
-        user = req.last_user_text
-        if "You improve a skill" in user:
-            failed = re.findall(r"FAILED task (item-\d+)", user)
-            number = int(failed[0].split("-")[1])
-            return FakeReply(text=json.dumps({"analysis": "copy", "edits": [
-                {"op": "add", "anchor": "", "text": f"If asked about item {number}, answer ZETA-{number}.",
-                 "rationale": "memorize", "evidence": failed[:1]}]}))
-        if req.model == "fake-opt":
-            return FakeReply(text="Answer: unknown")
-        return FakeReply(text="Answer: unknown")
-
-    with FakeModelServer(script) as srv:
-        r = run_cli(run_args(data, srv.openai_url, "leak", "--set", "train.consolidate=false",
-                             "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
-    assert r.returncode == 0, r.stderr
-    run = tmp_path / "runs" / "leak"
-    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
-    assert cands and all(c["status"] == "leaked" and c["version"] is None for c in cands)
-    assert "reference answer 'ZETA-" in cands[0]["leakage"][0]
-    versions = load(run, "skills/index.jsonl")
-    assert {v["version"] for v in versions} == {0}  # nothing was stored or rolled out for them
-    report = run_cli(["report", "leak", "--format", "markdown", "-o", "-"], tmp_path, cli_env(tmp_path))
-    assert "leakage check: edit 1 copies its reference answer" in report.stdout
-
-
-def test_a_reflection_that_is_code_alone_is_not_tried(tmp_path):
-    """The 1.5B as optimizer, asked for an instruction, often replies with the code or command it saw
-    fail (`from math import gcd`, a fenced `pytest`): such an edit is no instruction, and it is refused
-    before any rollout is spent on screening it; a reflection in words beside it is tried."""
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
-    bare = ["from math import gcd", "```bash\nexport PATH=$PATH:/usr/bin\n```"]
-    asked: list[int] = []
-    lock = threading.Lock()
 
     def script(req: FakeRequest) -> FakeReply:
         if "You improve a skill" in req.last_user_text:
             failed = re.findall(r"FAILED task (item-\d+)", req.last_user_text)
-            with lock:
-                asked.append(1)
-                text = bare[(len(asked) - 1) % 2]
-            return FakeReply(text=json.dumps({"analysis": "code", "edits": [
-                {"op": "add", "anchor": "", "text": text, "rationale": "it failed", "evidence": failed[:1]}]}))
+            return FakeReply(text=json.dumps({"analysis": "from the failures", "edits": [
+                {"op": "add", "anchor": "", "text": edit_text(failed), "rationale": "it failed",
+                 "evidence": failed[:1]}]}))
         return FakeReply(text="Answer: unknown")
 
     with FakeModelServer(script) as srv:
-        r = run_cli(run_args(data, srv.openai_url, "bare", "--set", "train.consolidate=false",
+        r = run_cli(run_args(data, srv.openai_url, run_id, "--set", "train.consolidate=false",
                              "--set", "train.demonstrations=false", epochs=1), tmp_path, cli_env(tmp_path))
     assert r.returncode == 0, r.stderr
-    run = tmp_path / "runs" / "bare"
-    cands = [c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())
-             if c["origin"] == "reflection"]
+    run = tmp_path / "runs" / run_id
+    cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    report = run_cli(["report", run_id, "--format", "markdown", "-o", "-"], tmp_path, cli_env(tmp_path))
+    return cands, run, report.stdout
+
+
+def test_edits_copying_task_answers_are_rejected_before_any_rollout(tmp_path):
+    def copy(failed: list[str]) -> str:
+        number = int(failed[0].split("-")[1])
+        return f"If asked about item {number}, answer ZETA-{number}."
+
+    cands, run, report = refused_run(tmp_path, "leak", copy)
+    assert cands and all(c["status"] == "leaked" and c["version"] is None for c in cands)
+    assert "reference answer 'ZETA-" in cands[0]["leakage"][0]
+    versions = load(run, "skills/index.jsonl")
+    assert {v["version"] for v in versions} == {0}  # nothing was stored or rolled out for them
+    assert "leakage check: edit 1 copies its reference answer" in report
+
+
+def test_a_reflection_that_is_code_alone_is_not_tried(tmp_path):
+    """The 1.5B as optimizer, asked for an instruction, often replies with the code or command it saw
+    fail (`from math import gcd`, a fenced `export PATH=...`): such an edit is no instruction, and it is
+    refused before any rollout is spent on screening it."""
+    bare = ["from math import gcd", "```bash\nexport PATH=$PATH:/usr/bin\n```"]
+    asked = itertools.count()
+    cands, run, report = refused_run(tmp_path, "bare", lambda failed: bare[next(asked) % 2])
+    cands = [c for c in cands if c["origin"] == "reflection"]
     assert cands and all(c["status"] == "no-instruction" and c["version"] is None for c in cands)
     assert all("from math import gcd" in c["note"] or "export PATH" in c["note"] for c in cands)
     assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}  # nothing stored or rolled out
-    report = run_cli(["report", "bare", "--format", "markdown", "-o", "-"], tmp_path, cli_env(tmp_path))
-    assert "not tried: a reflection that gave code or a command, no instruction" in report.stdout
+    assert "not tried: a reflection that gave code or a command, no instruction" in report
 
 
 @pytest.mark.parametrize("text, bare", [
