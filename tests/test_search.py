@@ -351,6 +351,7 @@ def test_a_reflection_that_is_code_alone_is_not_tried(tmp_path):
 @pytest.mark.parametrize("text, bare", [
     ("import cmath", True), ("```mswea_bash_command\npytest\n```\n", True), ("export PATH=$PATH:/usr/bin", True),
     ("`pytest -q`", True), ("def f(x):\n    return x\n", True), ("## Tests\n```\npytest\n```", True),
+    ("# Import necessary modules\nimport numpy as np\n\n# Define the encode_list function\nencode_list(data):", True),
     ("Run `python -m pytest -q` after every edit; finish only when it exits 0.", False),
     ("End with 'Answer: <number>'", False), ("- Use the function name the test calls.", False),
     ("cat the file first, then edit it.", False),

@@ -46,24 +46,36 @@ WORKED = ("demonstration", "trajectory-demonstration", "teacher-example", "answe
 INSTRUCTED = ("reflection", "trajectory-reflection")
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE = re.compile(r"`[^`\n]*`")
+_CALL = re.compile(r"^[\w.]+\(.*\)\s*:?$")  # `encode_list(data):`, a def header without its `def`
 _SHELL_FIRST = frozenset("export cd pip pip3 python python3 pytest cat echo sed ls grep git chmod mkdir rm cp mv sh "
                          "bash sudo apt apt-get npm make".split())
 
 
 def bare_code(text: str) -> bool:
-    """Whether an edit's text is code or a command alone, with no instruction in words: nothing but
-    fenced blocks, headings and inline code; or what is left parses as Python (`from math import gcd`);
-    or it is one line that starts with a shell command and is no sentence (`export PATH=$PATH:/usr/bin`)."""
-    prose = "\n".join(ln for ln in _FENCED.sub("", text).splitlines() if not ln.lstrip().startswith("#")).strip()
-    if not re.search(r"[A-Za-z]{2,}", _INLINE.sub("", prose)):
+    """Whether an edit's text is code or a command alone, with no instruction in words: outside its fenced
+    blocks, headings and comments, what is left parses as Python, or no line of it is a sentence (each is
+    Python alone such as `from math import gcd`, a call or a def header without its `def`, or a shell
+    command that is no sentence such as `export PATH=$PATH:/usr/bin`)."""
+    lines = [ln for ln in _FENCED.sub("", text).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if _parses("\n".join(lines)):
         return True
-    if "\n" not in prose and prose.split()[0] in _SHELL_FIRST and not prose.endswith((".", "!", "?")):
-        return True
+    return not any(_worded(ln) for ln in lines)
+
+
+def _parses(code: str) -> bool:
     try:
-        ast.parse(prose)
+        ast.parse(code)
     except (SyntaxError, ValueError):
         return False
     return True
+
+
+def _worded(line: str) -> bool:
+    """A line that says something in words: not code on its own, not a shell command."""
+    words = _INLINE.sub("", line).strip()
+    if not re.search(r"[A-Za-z]{2,}", words) or _parses(line.strip()) or _CALL.match(line.strip()):
+        return False
+    return not (words.split()[0] in _SHELL_FIRST and not words.endswith((".", "!", "?", ":")))
 
 
 def build_proposers(ctx: Context) -> list[Proposer]:
