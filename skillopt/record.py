@@ -124,8 +124,8 @@ class ScreenResult(BaseModel):
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
                  "trajectory-reflection", "procedure", "trajectory-demonstration", "teacher-example", "form-rule",
                  "shape", "lesson", "answer-examples"]
-CandidateStatus = Literal["proposed", "leaked", "no-instruction", "not-applied", "over-cap", "duplicate", "screened-out",
-                          "not-gated", "accepted", "rejected"]
+CandidateStatus = Literal["proposed", "leaked", "no-instruction", "not-applied", "over-cap", "duplicate",
+                          "screened-out", "not-gated", "accepted", "rejected"]
 
 
 class Candidate(BaseModel):

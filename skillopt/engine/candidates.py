@@ -192,7 +192,8 @@ class Preparer:
             bare = [e for e in edits if e.op != "delete" and e.part == "body" and bare_code(e.text)]
             edits = [e for e in edits if not any(e is b for b in bare)]
             if not edits:
-                c.status, c.note = "no-instruction", f"the edit was code or a command alone: {bare[0].text.strip()[:80]!r}"
+                c.status = "no-instruction"
+                c.note = f"the edit was code or a command alone: {bare[0].text.strip()[:80]!r}"
                 return
         if cfg.train.leakage_check and c.origin not in EXEMPT:
             findings = leaks(c, edits, shown, skill)

@@ -261,8 +261,8 @@ class MiniSweAgentHarness(AgentHarness):
         return {"config": "mini_textbased.yaml" if text else "mini.yaml", "text_actions": text,
                 **({"format_error_template": PLAIN_FORMAT_ERROR} if plain else {}),
                 "example_response": self.opts.example_response,
-                "task": prompt, "skill_text": skill_text, "skill_position": self.opts.skill_position, "model_name": self.opts.model and f"openai/{self.opts.model}"
-                or model_name, "model_kwargs": {k: v for k, v in kwargs.items() if v is not None},
+                "task": prompt, "skill_text": skill_text, "skill_position": self.opts.skill_position,
+                "model_name": self.opts.model and f"openai/{self.opts.model}" or model_name, "model_kwargs": {k: v for k, v in kwargs.items() if v is not None},
                 "step_limit": self.opts.turns(limits), "cwd": run.cwd,
                 "command_timeout_s": int(min(120, max(10, self.opts.timeout(limits) / 4))),
                 "trajectory": str(home / "trajectory.json")}
