@@ -31,18 +31,13 @@ async def probe(run: Path, split: str, count: int, optimizer: str) -> dict:
     from skillopt.engine.candidates import bare_code
     from skillopt.optimizer.agent import ProcedureProposer, TrajectoryReflectionProposer
     from skillopt.optimizer.propose import SearchState
-    from skillopt.optimizer.types import ScoredRollout
-    from skillopt.traces.trajectory import trajectory
+    from skillopt.engine.loop import scored_rollout, stored_trajectory
 
     opened = stored_run(run, optimizer)
     store, cfg, spec, models = opened.store, opened.cfg, opened.spec, opened.models
     tasks = {t.id: t for t in get_benchmark(cfg.benchmark, cfg.splits).tasks(split)}
     seed = store.skill(0)
-    scored = [ScoredRollout(task_id=r.task_id, prompt=tasks[r.task_id].prompt[:1500],
-                            reference=tasks[r.task_id].reference, output=r.output[-1500:], hard=r.hard, soft=r.soft,
-                            feedback=r.feedback, summary=r.summary, error=r.error, skill_used=r.skill_used,
-                            trajectory=trajectory(store.read_trace(r.trace_file), r.error, r.patch,
-                                                  coding=tasks[r.task_id].kind != "qa"))
+    scored = [scored_rollout(r, tasks[r.task_id], stored_trajectory(store, r, tasks[r.task_id]))
               for r in store.rollouts() if r.split == split and r.version == 0 and r.task_id in tasks]
     state = SearchState(step=1, version=0, skill=seed, scored=scored, tasks=tasks)
     t0 = time.monotonic()

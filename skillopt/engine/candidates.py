@@ -189,12 +189,12 @@ class Preparer:
         cfg, store = self.ctx.cfg, self.ctx.store
         edits = list(c.edits)
         if c.origin in INSTRUCTED:
-            bare = [e for e in edits if e.op != "delete" and e.part == "body" and bare_code(e.text)]
-            edits = [e for e in edits if not any(e is b for b in bare)]
-            if not edits:
+            worded = [e for e in edits if e.op == "delete" or e.part != "body" or not bare_code(e.text)]
+            if not worded:
                 c.status = "no-instruction"
-                c.note = f"the edit was code or a command alone: {bare[0].text.strip()[:80]!r}"
+                c.note = f"the edit was code or a command alone: {edits[0].text.strip()[:80]!r}"
                 return
+            edits = worded
         if cfg.train.leakage_check and c.origin not in EXEMPT:
             findings = leaks(c, edits, shown, skill)
             c.leakage = [str(f) for f in findings]

@@ -29,7 +29,7 @@ from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
 )
 from skillopt.store.run_store import RunStore
-from skillopt.traces.trajectory import trajectory
+from skillopt.traces.trajectory import Trajectory, trajectory
 
 
 @dataclass
@@ -202,16 +202,8 @@ class Trainer:
         return [order[i : i + size] for i in range(0, len(order), size)]
 
     def scored(self, r: RolloutRecord, task: Task) -> ScoredRollout:
-        return ScoredRollout(task_id=r.task_id, prompt=task.prompt[:1500], reference=task.reference,
-                             output=r.output[-1500:], hard=r.hard, soft=r.soft, feedback=r.feedback,
-                             summary=r.summary, error=r.error, skill_used=r.skill_used,
-                             trajectory=self.trajectory(r, task))
-
-    def trajectory(self, r: RolloutRecord, task: Task):
-        """What an agent rollout did, from its stored trace (for the agent-aware proposers)."""
-        if not discovers_skill(self.ctx.runner.harness):
-            return None
-        return trajectory(self.ctx.store.read_trace(r.trace_file), r.error, r.patch, coding=task.kind != "qa")
+        agent = discovers_skill(self.ctx.runner.harness)
+        return scored_rollout(r, task, stored_trajectory(self.ctx.store, r, task) if agent else None)
 
     async def evaluate(self, version: int, split: Split, label: str) -> SplitScore:
         return split_score(await self.evaluate_records(version, split, label))
@@ -252,3 +244,15 @@ class Trainer:
 
 
 __all__ = ["BudgetExceeded", "Context", "Trainer", "per_task", "split_score"]
+
+
+def scored_rollout(r: RolloutRecord, task: Task, traj: Trajectory | None = None) -> ScoredRollout:
+    """A stored rollout as the proposers read it (the prompt's head, the output's tail)."""
+    return ScoredRollout(task_id=r.task_id, prompt=task.prompt[:1500], reference=task.reference,
+                         output=r.output[-1500:], hard=r.hard, soft=r.soft, feedback=r.feedback,
+                         summary=r.summary, error=r.error, skill_used=r.skill_used, trajectory=traj)
+
+
+def stored_trajectory(store: RunStore, r: RolloutRecord, task: Task) -> Trajectory | None:
+    """What an agent rollout did, from its stored trace (for the agent-aware proposers)."""
+    return trajectory(store.read_trace(r.trace_file), r.error, r.patch, coding=task.kind != "qa")
