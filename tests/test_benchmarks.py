@@ -61,7 +61,7 @@ def test_the_suites_qa_families_load_from_the_shipped_data_with_answers_out_of_t
 
 
 def test_unknown_name_and_option_are_one_line_errors_listing_what_exists():
-    with pytest.raises(BadInput, match=r"unknown benchmark .gsm9k.: choose one of arc-challenge, drop-numeric, gsm8k, harvest, humaneval, jeopardy, math-prealgebra, mbpp, mmlu, naturalqs, squad, swe-local, swebench, or give"):
+    with pytest.raises(BadInput, match=r"unknown benchmark .gsm9k.: choose one of arc-challenge, drop-numeric, gsm8k, harvest, humaneval, jeopardy, math-prealgebra, mbpp, mbpp-bash, mmlu, naturalqs, squad, swe-local, swebench, or give"):
         bm.get_benchmark("gsm9k")
     with pytest.raises(BadInput, match=r"benchmark 'gsm8k' has no option 'subjects': its options are none"):
         bm.get_benchmark("gsm8k", subjects=["x"])

@@ -84,22 +84,27 @@ def test_swe_local_step_with_claude_code_fixes_bugs_under_the_learned_skill(tmp_
     assert unresolved and all(not x["patch"] for x in unresolved)
 
 
-def mbpp_target(references: dict[str, str]):
+def mbpp_target(references: dict[str, str], fence: str = "python", nothing: str = "def nothing():\n    pass"):
     def script(req: FakeRequest) -> FakeReply:
         if "You improve a skill" in req.last_user_text:
             return optimizer_reply(req)
         if RULE in req.system:
             code = next(ref for prompt, ref in references.items() if prompt in req.last_user_text)
-            return FakeReply(text=f"```python\n{code}\n```")
-        return FakeReply(text="```python\ndef nothing():\n    pass\n```")
+            return FakeReply(text=f"```{fence}\n{code}\n```")
+        return FakeReply(text=f"```{fence}\n{nothing}\n```")
     return script
 
 
-def test_mbpp_step_on_the_chat_harness(tmp_path):
-    bench = bm.get_benchmark("mbpp")
+@pytest.mark.parametrize("benchmark, fence, nothing, seed_name", [
+    ("mbpp", "python", "def nothing():\n    pass", "python-functions"),
+    # bash: each hidden test is a call of the function in the sandbox, its printed output checked
+    ("mbpp-bash", "bash", "nothing() { :; }", "bash-functions"),
+])
+def test_mbpp_step_on_the_chat_harness(benchmark, fence, nothing, seed_name, tmp_path):
+    bench = bm.get_benchmark(benchmark)
     references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
-    with FakeModelServer(mbpp_target(references)) as srv:
-        args = ["run", "--benchmark", "mbpp", "--harness", "chat",
+    with FakeModelServer(mbpp_target(references, fence, nothing)) as srv:
+        args = ["run", "--benchmark", benchmark, "--harness", "chat",
                 "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
                 "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
                 "--run-id", "mbpp", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
@@ -108,9 +113,9 @@ def test_mbpp_step_on_the_chat_harness(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "mbpp" / "summary.json").read_text())
     assert summary["steps"] == 1
-    # the benchmark's own seed: code in a python block (the generic seed asked for an `Answer:` line)
+    # the benchmark's own seed: code in a fenced block (the generic seed asked for an `Answer:` line)
     seed = (tmp_path / "runs" / "mbpp" / "skills" / "v000.md").read_text()
-    assert "name: python-functions" in seed and "Answer:" not in seed
+    assert f"name: {seed_name}" in seed and "Answer:" not in seed
     assert summary["scores"]["seed"]["val"]["hard"] == 0.0 and summary["scores"]["best"]["val"]["hard"] == 1.0
     assert summary["scores"]["best"]["test"]["hard"] == 1.0
 

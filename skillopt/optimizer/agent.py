@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from skillopt.benchmarks.code import SOLUTION_FILE, extract_code
+from skillopt.benchmarks.code import extract_code, language_of
 from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
@@ -339,7 +339,8 @@ class TrajectoryDemonstrationProposer:
                 or not any(state.tasks[t].kind == "code" for t in failed)):
             return Proposal()
         solutions = await self.teacher.solve(state, "")
-        code = [(task, extract_code(reply)) for task, reply in solutions.solved if task.kind == "code"]
+        code = [(task, extract_code(reply, language_of(task))) for task, reply in solutions.solved
+                if task.kind == "code"]
         if not code:
             why = (f"teacher example not proposed: the teacher solved 0 of "
                    f"{len(solutions.tried)} failed train tasks")
@@ -347,8 +348,8 @@ class TrajectoryDemonstrationProposer:
         task, source = min(code, key=lambda c: len(c[1]))
         self.used.add(task.id)
         why = f"the teacher's function for train task {task.id}, which passed its checks, as an agent's steps"
-        edit = _section_edit(state.skill, EXAMPLE, written_file_section(SOLUTION_FILE, source, self.form), why,
-                             [task.id])
+        edit = _section_edit(state.skill, EXAMPLE,
+                             written_file_section(language_of(task).solution_file, source, self.form), why, [task.id])
         return Proposal([Candidate(id="", step=state.step, origin="teacher-example", parent=state.version,
                                    edits=[edit], rationale=why, sources=[t for t in failed if t != task.id][:4]
                                    or [task.id])])

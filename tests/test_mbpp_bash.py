@@ -1,0 +1,122 @@
+"""mbpp-bash: MBPP's plain-valued tasks in bash, each test one call of the solution in the sandbox,
+its printed output compared with the expected value."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+import skillopt.benchmarks as bm
+from skillopt.benchmarks.base import RolloutOutput
+from skillopt.benchmarks.code import (
+    BASH,
+    MBPP_BASH_IDS,
+    bash_calls,
+    bash_task_ids,
+    extract_code,
+    mbpp_bash_tasks,
+    reference_code,
+)
+from skillopt.sandbox import make_sandbox
+
+
+def fenced(code: str) -> str:
+    return f"Here it is:\n\n```bash\n{code}\n```\n\nIt prints the result."
+
+
+@pytest.fixture(scope="module")
+def bench():
+    b = bm.get_benchmark("mbpp-bash")
+    b.isolate(make_sandbox(True), None)  # bubblewrap, as a run checks code: bash must be there too
+    return b
+
+
+def task(bench, tid: str):
+    return next(t for t in bench.tasks("all") if t.id == tid)
+
+
+def test_registered_with_its_kept_tasks_and_three_calls_each(bench):
+    infos = {b.name: b for b in bm.list_benchmarks()}
+    assert infos["mbpp-bash"].size == len(MBPP_BASH_IDS) == len(bench.tasks("all")) == 183
+    assert all(t.kind == "code" and t.metadata["language"] == "bash" for t in mbpp_bash_tasks())
+    assert all(len(t.hidden["steps"]) == 3 for t in mbpp_bash_tasks())
+    first = task(bench, "mbpp-bash-11")
+    # the first test as a shell transcript, the bash answer line; the reference and the other calls hidden
+    assert "```bash\n$ remove_Occ hello l\nheo\n```" in first.prompt
+    assert first.prompt.endswith(BASH.answer_line) and "solution.sh" in first.prompt
+    for t in mbpp_bash_tasks():
+        assert t.hidden["reference"].strip() not in t.prompt
+        assert not any(code.split(", ", 1)[1] in t.prompt for code, _ in t.hidden["steps"][1:]
+                       if code != t.hidden["steps"][0][0])
+
+
+async def test_reference_functions_pass_from_the_reply_and_from_solution_sh(bench, tmp_path):
+    for i, t in enumerate(random.Random(3).sample(list(bench.tasks("all")), 10)):
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        bench.prepare(t, ws)
+        assert (ws / "solution.sh").read_text() == ""
+        score = await bench.score(t, RolloutOutput(text=fenced(reference_code(t))), ws)
+        assert (score.hard, score.soft) == (1, 1), (t.id, score.feedback)
+    t = task(bench, "mbpp-bash-11")
+    (ws / "solution.sh").write_text(reference_code(t))
+    score = await bench.score(t, RolloutOutput(text="I wrote solution.sh."), ws)
+    assert score.hard == 1 and "(code from solution.sh)" in score.feedback
+
+
+async def test_a_wrong_function_is_told_what_it_printed_and_what_bash_said(bench, tmp_path):
+    t = task(bench, "mbpp-bash-11")  # remove_Occ: first and last occurrence of a character
+    wrong = 'remove_Occ() {\n  local s="$1"\n  echo "${s:1:${#s}-2}"\n}'  # right for 2 of the 3 calls
+    score = await bench.score(t, RolloutOutput(text=fenced(wrong)), tmp_path)
+    assert score.hard == 0 and score.soft == pytest.approx(2 / 3)
+    assert "test 1 failed: AssertionError `remove_Occ hello l` printed 'ell', expected 'heo'" in score.feedback
+    # a value returned as an exit status prints nothing: the feedback shows it
+    returned = 'remove_Occ() {\n  return 0\n}'
+    assert "printed '', expected 'heo'" in (await bench.score(t, RolloutOutput(text=fenced(returned)), tmp_path)).feedback
+    broken = await bench.score(t, RolloutOutput(text=fenced("remove_Occ() {\n  echo $((\n}")), tmp_path)
+    assert broken.soft == 0 and "bash said:" in broken.feedback
+
+
+async def test_numbers_compare_as_numbers_and_booleans_in_either_case(bench, tmp_path):
+    woodall = task(bench, "mbpp-bash-20")  # is_woodall 383 -> true, 254 -> false, 200 -> false
+    assert [w for _, _, w in bash_calls(["assert is_woodall(383) == True"])] == ["true"]
+    capital = 'is_woodall() {\n  if [ "$1" = 383 ]; then echo True; else echo False; fi\n}'
+    assert (await bench.score(woodall, RolloutOutput(text=fenced(capital)), tmp_path)).hard == 1
+    digit = 'is_woodall() {\n  if [ "$1" = 383 ]; then echo 1; else echo 0; fi\n}'
+    assert (await bench.score(woodall, RolloutOutput(text=fenced(digit)), tmp_path)).hard == 0
+    numbers = task(bench, "mbpp-bash-14")  # find_Volume 10 8 6 -> 240
+    decimal = 'find_Volume() {\n  awk -v l="$1" -v b="$2" -v h="$3" \'BEGIN { printf "%.2f\\n", l*b*h/2 }\'\n}'
+    assert (await bench.score(numbers, RolloutOutput(text=fenced(decimal)), tmp_path)).hard == 1
+
+
+async def test_a_call_that_hangs_fails_alone(bench, tmp_path):
+    t = task(bench, "mbpp-bash-11")
+    hangs_once = ('remove_Occ() {\n  if [ "$1" = hello ]; then while :; do :; done; fi\n'
+                  '  local s="${1/$2/}"\n  local p="${s%"$2"*}"\n  [ "$p" != "$s" ] && s="$p${s##*"$2"}"\n'
+                  '  echo "$s"\n}')
+    t0 = time.monotonic()
+    score = await bench.score(t, RolloutOutput(text=fenced(hangs_once)), tmp_path)
+    assert time.monotonic() - t0 < 15
+    assert score.soft == pytest.approx(2 / 3) and "`remove_Occ hello l` ran past 5 s" in score.feedback
+
+
+def test_the_reply_s_bash_block_is_taken_over_others():
+    text = "```python\nx = 1\n```\n```bash\nf() { echo 1; }\n```\n```text\nnot code\n```"
+    assert extract_code(text, BASH).strip() == "f() { echo 1; }"
+    assert extract_code("```sh\ng() { :; }\n```", BASH).strip() == "g() { :; }"
+
+
+def test_only_plain_valued_tests_become_calls():
+    assert bash_calls(['assert f("a b", 2, 1.5) == False']) == [("f", ["a b", "2", "1.5"], "false")]
+    for test in ("assert f([1, 2]) == 3", "assert f(1) == (1, 2)", "assert f(x=1) == 2", "assert f(1) != 2",
+                 "assert set(f(1)) == {1}"):
+        with pytest.raises(ValueError):
+            bash_calls([test])
+
+
+@pytest.mark.slow
+def test_the_kept_task_ids_are_the_ones_whose_reference_passes():
+    """The fixed id list is what the filter computes on this machine's bash (about 40 s)."""
+    assert bash_task_ids() == MBPP_BASH_IDS
