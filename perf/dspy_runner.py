@@ -11,7 +11,7 @@ what it spent is counted at the client and reported. Three candidate sets (zero-
 demos, one bootstrapped set: at most one call per train task), a validation subset V' scored once
 for the seed program and once for the best trial, and T trials of minibatches of M:
     V' = min(val, max(M, (budget - train - M) // 2)),  T = max(1, (budget - train - 2 V') // M).
-Scores come from our scorer (skillopt.benchmarks.qa.score_text on the `answer` field); a reply DSPy
+Scores come from our scorers (perf/peer_job.score_reply on the `answer` field); a reply DSPy
 cannot parse scores 0, as an unparsed reply does in our runs. The seed and the best program are
 then scored on the test split at temperature 0.
 
@@ -43,10 +43,9 @@ def knobs(budget: int, train: int, val: int, minibatch: int = 8) -> dict[str, in
 def main(job_path: str, out_path: str) -> None:
     import dspy
 
-    from perf.peer_job import read_job, test_scores
+    from perf.peer_job import read_job, score_reply, test_scores
     from perf.peer_job import user_message as user
     from skillopt.benchmarks.base import Task
-    from skillopt.benchmarks.qa import score_text
 
     job, tasks = read_job(job_path)
     by_question = {user(t): t for ts in tasks.values() for t in ts}
@@ -74,7 +73,7 @@ def main(job_path: str, out_path: str) -> None:
         return [dspy.Example(question=user(t), answer=t.reference).with_inputs("question") for t in ts]
 
     def metric(example, prediction, trace=None) -> float:
-        return score_text(by_question[example.question], getattr(prediction, "answer", "") or "").hard
+        return score_reply(by_question[example.question], getattr(prediction, "answer", "") or "").hard
 
     seed_program = dspy.Predict(dspy.Signature("question -> answer", job["seed_prompt"]))
     k = knobs(job["max_metric_calls"], len(tasks["train"]), len(tasks["val"]))

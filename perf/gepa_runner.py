@@ -3,8 +3,9 @@
 It optimizes the chat harness's system prompt (seeded with exactly what our chat harness sends for
 the seed skill) with GEPA's own DefaultAdapter, against the same target and reflection models (the
 embedded llama.cpp servers, by URL), the same train / val / test tasks and the same budget of
-target calls (`max_metric_calls`). Scores come from our scorer (skillopt.benchmarks.qa.score_text,
-imported from the repository: GEPA's venv has pydantic). The seed and GEPA's best prompt are then
+target calls (`max_metric_calls`). Scores come from our scorers (perf/peer_job.score_reply: an
+answer's scorer, or a code task's checks in the sandbox; imported from the repository: GEPA's venv
+has pydantic). The seed and GEPA's best prompt are then
 scored on the test split at temperature 0, as our runs are.
 
 Usage (from perf/quality.py): GEPA_VENV/bin/python perf/gepa_runner.py JOB.json OUT.json
@@ -29,9 +30,8 @@ def main(job_path: str, out_path: str) -> None:
     import openai
     from gepa.adapters.default_adapter.default_adapter import DefaultAdapter, EvaluationResult
 
-    from perf.peer_job import read_job, test_scores
+    from perf.peer_job import read_job, score_reply, test_scores
     from perf.peer_job import user_message as user
-    from skillopt.benchmarks.qa import score_text
 
     job, tasks = read_job(job_path)
     by_prompt = {user(t): t for ts in tasks.values() for t in ts}
@@ -57,7 +57,7 @@ def main(job_path: str, out_path: str) -> None:
         return r.choices[0].message.content or ""
 
     def evaluator(data, response: str):
-        score = score_text(by_prompt[data["input"]], response)
+        score = score_reply(by_prompt[data["input"]], response)
         return EvaluationResult(score=score.hard, feedback=score.feedback or "", objective_scores=None)
 
     def data(ts):

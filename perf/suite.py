@@ -291,9 +291,6 @@ def peer_beside(peer: str, doc: dict, families: list[str], seeds: list[int], roo
         if (row["arm"] != "ours" or row.get("accumulate") or "error" in row or row["family"] not in families
                 or row["split_seed"] not in seeds):
             continue
-        if FAMILIES[row["family"]]["kind"] == "code":
-            print(f"{row['family']}: the {peer} runner scores answers, not code; not run", flush=True)
-            continue
         theirs = run_peer(peer, row["family"], row["split_seed"], row["target_calls_before_test"], root)
         theirs.update(commit=head, clean=clean)
         row[peer] = theirs

@@ -120,3 +120,18 @@ def test_only_plain_valued_tests_become_calls():
 def test_the_kept_task_ids_are_the_ones_whose_reference_passes():
     """The fixed id list is what the filter computes on this machine's bash (about 40 s)."""
     assert bash_task_ids() == MBPP_BASH_IDS
+
+
+def test_a_peer_s_reply_to_a_code_task_is_scored_by_its_checks(bench):
+    """GEPA and DSPy beside a code family (perf/suite.py): their replies are scored by the task's
+    checks in the sandbox, as ours are, and an answer by its scorer."""
+    from perf.peer_job import score_reply
+
+    bash = task(bench, "mbpp-bash-11")
+    assert score_reply(bash, fenced(reference_code(bash))).hard == 1
+    assert score_reply(bash, fenced("remove_Occ() { echo \"$1\"; }")).hard == 0
+    python = next(t for t in bm.get_benchmark("mbpp").tasks("all") if t.id == "mbpp-11")
+    assert score_reply(python, f"```python\n{reference_code(python)}\n```").hard == 1
+    assert score_reply(python, "I cannot write this.").hard == 0
+    qa = bm.get_benchmark("gsm8k").tasks("all")[0]
+    assert score_reply(qa, f"Answer: {qa.reference}").hard == 1
