@@ -178,10 +178,10 @@ for i, (code, counted) in enumerate(spec["steps"]):
 
 
 # The program of a bash task (after `bash_program`'s `_SOURCE = ...` line), run by the driver above:
-# each check is `_call(name, args, want)`, one
-# bash process of the solution's source with the call appended, its printed output compared with
-# the expected value as text. A failed check says what was printed beside what was expected (and
-# bash's last complaint), as a failed Python assert says what was returned.
+# each check is `_call(name, args, want)`, one bash process of the solution's source with the call
+# appended, its printed output compared with the expected value as text. A failed check says what was
+# printed beside what was expected (and bash's last complaint), as a failed Python assert says what
+# was returned.
 _BASH_CALLS = """\
 import shlex, subprocess
 def _same(got, want):
