@@ -25,7 +25,7 @@ from perf.common import RESULTS, stored_run, write_json  # noqa: E402
 
 async def probe(run: Path, pairs: int, optimizer: str) -> dict:
     from skillopt.optimizer.lessons import lesson_of
-    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.engine.loop import scored_rollout
 
     opened = stored_run(run, optimizer)
     store, cfg, tasks, spec, models = opened.store, opened.cfg, opened.tasks, opened.spec, opened.models
@@ -40,8 +40,7 @@ async def probe(run: Path, pairs: int, optimizer: str) -> dict:
     rows = []
     for tid in list(solved)[:pairs]:
         r = failed[tid]
-        bad = ScoredRollout(task_id=tid, prompt=tasks[tid].prompt, reference=tasks[tid].reference, output=r.output,
-                            hard=r.hard, soft=r.soft, feedback=r.feedback, summary=r.summary)
+        bad = scored_rollout(r, tasks[tid])
         t0 = time.monotonic()
         lesson, what = await lesson_of(models, spec, skill, tasks[tid], bad, solved[tid],
                                        max_tokens=cfg.models.optimizer_max_tokens, temperature=0.0)

@@ -26,14 +26,13 @@ async def probe(run: Path, count: int, optimizer: str) -> dict:
     from skillopt.engine.candidates import leaks
     from skillopt.optimizer.propose import SearchState
     from skillopt.optimizer.rules import RuleProposer
-    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.engine.loop import scored_rollout
 
     opened = stored_run(run, optimizer)
     store, cfg, tasks, spec, models = opened.store, opened.cfg, opened.tasks, opened.spec, opened.models
     seed = store.skill(0)
-    scored = [ScoredRollout(task_id=r.task_id, prompt=tasks[r.task_id].prompt, reference=tasks[r.task_id].reference,
-                            output=r.output, hard=r.hard, soft=r.soft, feedback=r.feedback, summary=r.summary)
-              for r in store.rollouts() if r.split == "train" and r.version == 0 and r.task_id in tasks]
+    scored = [scored_rollout(r, tasks[r.task_id]) for r in store.rollouts()
+              if r.split == "train" and r.version == 0 and r.task_id in tasks]
     state = SearchState(step=1, version=0, skill=seed, scored=scored, tasks=tasks)
     t0 = time.monotonic()
     got = await RuleProposer(models, spec, count=count, max_tokens=cfg.models.optimizer_max_tokens).propose(state)
