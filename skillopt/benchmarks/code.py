@@ -410,6 +410,11 @@ def bash_calls(tests: Sequence[str]) -> list[tuple[str, list[str], str]]:
     return calls
 
 
+def _bash_steps(calls: Sequence[tuple[str, list[str], str]]) -> list[tuple[str, bool]]:
+    """The checks of a bash task: one counted `_call` of `bash_program` per test."""
+    return [(f"_call({n!r}, {a!r}, {w!r})", True) for n, a, w in calls]
+
+
 def _bash_docs() -> list[tuple[dict, dict]]:
     """(MBPP doc, bash doc) pairs by task id."""
     python = {d["task_id"]: d for d in _docs("mbpp", MBPP_FILE)}
@@ -425,8 +430,7 @@ def bash_task_ids(timeout_s: float = 60.0) -> tuple[int, ...]:
             calls = bash_calls(py_doc["test_list"])
         except (ValueError, SyntaxError):
             continue
-        steps = [(f"_call({n!r}, {a!r}, {w!r})", True) for n, a, w in calls]
-        result = run_checks(bash_program(sh_doc["code"]), steps, timeout_s=timeout_s)
+        result = run_checks(bash_program(sh_doc["code"]), _bash_steps(calls), timeout_s=timeout_s)
         if result.passed == result.total:
             kept.append(py_doc["task_id"])
     return tuple(kept)
@@ -446,7 +450,7 @@ def mbpp_bash_tasks() -> tuple[Task, ...]:
                   f"```bash\n$ {shown}\n{want}\n```\n\n{BASH.answer_line}")
         tasks.append(Task(id=f"mbpp-bash-{py_doc['task_id']}", kind="code", prompt=prompt,
                           metadata={"stub": "", "source": "mbpp-bash", "language": "bash"},
-                          hidden={"steps": [(f"_call({n!r}, {a!r}, {w!r})", True) for n, a, w in calls],
+                          hidden={"steps": _bash_steps(calls),
                                   "reference": sh_doc["code"]}))
     return tuple(tasks)
 
