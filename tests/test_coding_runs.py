@@ -184,3 +184,50 @@ def test_swebench_without_a_docker_engine_is_one_line_before_any_rollout(tmp_pat
     assert len(lines) == 1 and "docker" in lines[0].lower() and "Traceback" not in r.stderr
     runs = tmp_path / "runs"
     assert not runs.exists() or not [p for p in runs.iterdir() if p.is_dir()], "a run folder was created"
+
+
+FILE_RULE = "Write the whole function inside the bash block; the file's name alone defines nothing."
+
+
+def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
+    """The seed's target answers every mbpp-bash task with a ```bash block holding only `solution.sh`
+    (seen on a quarter of the 1.5B's replies). The optimizer states the rule only when its prompt
+    counts the failures as functions that did not exist and the replies as one same text, as
+    `rules.check_facts` does; under the rule the target writes the function, and the gate accepts it."""
+    from tests.test_search import useless_reflection
+
+    bench = bm.get_benchmark("mbpp-bash")
+    references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
+    asked: list[str] = []
+
+    def script(req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return useless_reflection()
+        if "You keep the rules of a skill" in user:
+            asked.append(user)
+            counted = "that did not exist where" in user and "failed replies were this same text" in user
+            rule = FILE_RULE if counted else "Check the function before you answer."
+            return FakeReply(text=json.dumps({"pattern": "the replies define nothing", "rule": rule}))
+        code = next((ref for prompt, ref in references.items() if prompt in user), None)
+        if FILE_RULE in req.system and code:
+            return FakeReply(text=f"```bash\n{code}\n```")
+        return FakeReply(text="```bash\nsolution.sh\n```")
+
+    with FakeModelServer(script) as srv:
+        args = ["run", "--benchmark", "mbpp-bash", "--harness", "chat",
+                "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
+                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+                "--run-id", "named", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
+                "--batch-size", "3", "--set", "train.consolidate=false", "--set", "train.rules_per_step=1",
+                "--set", "train.demonstrations=false"]
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(asked) == 1 and "3 of 3 failed replies were this same text: '```bash solution.sh ```'" in asked[0]
+    run = tmp_path / "runs" / "named"
+    (rule,) = [c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+               if c["origin"] == "rules"]
+    assert rule["status"] == "accepted" and FILE_RULE in rule["edits"][0]["text"], rule
+    assert rule["rationale"].startswith("undefined: ")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0

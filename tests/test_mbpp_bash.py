@@ -135,3 +135,45 @@ def test_a_peer_s_reply_to_a_code_task_is_scored_by_its_checks(bench):
     assert score_reply(python, "I cannot write this.").hard == 0
     qa = bm.get_benchmark("gsm8k").tasks("all")[0]
     assert score_reply(qa, f"Answer: {qa.reference}").hard == 1
+
+
+async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, tmp_path):
+    """Code tasks have no expected answer to compare, so failures sort by what their checks said, and
+    the rules prompt counts it. Measured on mbpp-bash (report split seed 100): 13 of 40 validation
+    replies under the seed were a ```bash block holding only `solution.sh`; the optimizer, shown them
+    mixed among wrong values, never named it. Here each kind comes from the real checks in the sandbox."""
+    from skillopt.optimizer.rules import check_facts, cluster_failures, reply_tail
+    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.prompts import render
+
+    python = bm.get_benchmark("mbpp")
+    python.isolate(make_sandbox(True), None)
+    cases = [(bench, "mbpp-bash-11", "```bash\nsolution.sh\n```"),  # the file name alone: nothing defined
+             (bench, "mbpp-bash-14", "```bash\nsolution.sh\n```"),
+             (bench, "mbpp-bash-11", fenced('remove_Occ() {\n  local s="$1"\n  echo "${s:1:${#s}-2}"\n}')),
+             (python, "mbpp-59", "```python\nsolution.py\n```"),
+             (python, "mbpp-59", "```python\ndef is_octagonal(n):\n    return n * (3 * n - '2')\n```")]
+    scored = []
+    for i, (b, tid, reply) in enumerate(cases):
+        t = next(x for x in b.tasks("all") if x.id == tid)
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        b.prepare(t, ws)
+        s = await b.score(t, RolloutOutput(text=reply), ws)
+        scored.append(ScoredRollout(task_id=f"{tid}/{i}", prompt=t.prompt, reference="", output=reply,
+                                    hard=s.hard, soft=s.soft, feedback=s.feedback, summary=""))
+    clusters = {c.kind: [r.task_id for r in c.failures] for c in cluster_failures(scored)}
+    assert clusters == {"undefined": ["mbpp-bash-11/0", "mbpp-bash-14/1", "mbpp-59/3"],
+                        "wrong": ["mbpp-bash-11/2"], "error": ["mbpp-59/4"]}
+    undefined = [r for r in scored if r.task_id in clusters["undefined"]]
+    facts = check_facts(undefined)
+    assert "the shell said: '<the function called>: command not found' in 2 of 3" in facts
+    assert "2 of 3 failed replies were this same text: '```bash solution.sh ```'" in facts
+    assert any(f.startswith("raised: NameError in 1 of 3") for f in facts)
+    wrong = check_facts([scored[2]])
+    assert wrong == ["values given beside the ones expected: `remove_Occ hello l` printed 'ell', expected 'heo'"]
+    assert check_facts([scored[4]])[0].startswith("raised: TypeError in 1 of 1")
+    prompt = render("rules.md.j2", skill_text="", kind="undefined", failures=undefined, passes=[], tail=reply_tail,
+                    rules=[], rejected=[], facts=facts)
+    assert "that did not exist where\nthe code ran" in prompt and "were this same text" in prompt
+    assert "Expected answer" not in prompt

@@ -9,8 +9,16 @@ to the skill's "Rules" section: an incremental playbook in the manner of ACE, ne
 
 Failures are clustered first, by what went wrong in a way any scorer shows:
 - `answer-present`: the expected answer is in the reply but was not accepted (its form or place);
-- `no-answer`: the scorer found no answer, or the reply was empty;
-- `wrong`: the reply answered something else.
+- `no-answer`: the scorer found no answer (or no code), or the reply was empty;
+- `wrong`: the reply answered something else (code: it ran and gave another value).
+A task checked by running code has no expected answer to compare; what its checks said sorts it:
+- `undefined`: the tests called a function, or the code ran a command, that did not exist;
+- `error`: the code stopped with an error before giving a value;
+- `timeout`: the code ran out of time.
+Facts counted by code go with each cluster (`answer_facts`, `check_facts`): how the answers differ
+from the expected ones, or what the checks printed and raised, and failed replies that were the
+same text (a small target that answers many tasks with one degenerate reply, a file name, is met
+more often than one would think; counted, the pattern is plain to the optimizer).
 Each rule comes from one cluster, with the replies that passed shown beside it for contrast. A
 rule is a candidate like any other: the leakage check, then the screen on the tasks it came from
 (the rule verified on its own evidence before validation), then the gate.
@@ -21,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
@@ -43,7 +52,7 @@ MAX_RULE_CHARS = 300
 SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
-KINDS = ("answer-present", "no-answer", "wrong")
+KINDS = ("answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
 EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
 
 
@@ -98,6 +107,70 @@ def stated_answer(output: str) -> str:
     return found.text
 
 
+# What a code task's checks say (benchmarks/code.py, swe): a name that does not exist where the code
+# ran, an exception other than a failed assert, a time-out, or a value beside the one expected.
+_UNDEFINED = re.compile(r"command not found|NameError: name '[^']*' is not defined")
+_TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
+_RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
+_COMPLAINT = re.compile(r"\(bash said: (?:[^:()]+: line \d+: )?([^()]*?)\)")
+_VALUE = re.compile(r"(`[^`]+`|\S+\(.*?\)) (printed|returned) ('.*?'|\S+?), expected ('.*?'|[^;()]+?)(?= \(|;|$)")
+CHECK_FACT_KINDS = {
+    "no-answer": "the reply held no code",
+    "undefined": "the tests called a function, or the code ran a command, that did not exist where the code ran",
+    "error": "the code stopped with an error",
+    "timeout": "the code ran out of time",
+    "wrong": "the code ran and gave another value than the test expects",
+}
+
+
+def check_kind(r: ScoredRollout) -> str:
+    """What went wrong with code checked by running it (a rollout with no reference answer)."""
+    fb = r.feedback
+    if not r.output.strip() or fb.lower().startswith(("no code", "empty")):
+        return "no-answer"
+    if _UNDEFINED.search(fb):
+        return "undefined"
+    if _TIMED_OUT.search(fb):
+        return "timeout"
+    if _RAISED.search(fb) or "the program failed" in fb or "bash said" in fb:
+        return "error"
+    return "wrong"
+
+
+def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """What the checks of code tasks said, counted by code over the failures: how many of each kind
+    (when they differ), the exceptions raised and the shell's complaints (the called function's own
+    name replaced, so that one complaint of many tasks counts as one), a few values printed or
+    returned beside the ones expected, and failed replies that were one and the same text. The
+    train tasks' own checks, shown to the optimizer only."""
+    n = len(failures)
+    if not n:
+        return []
+    kinds = Counter(check_kind(r) for r in failures)
+    out = [f"{k} of {n}: {CHECK_FACT_KINDS[kind]}" for kind, k in kinds.most_common()] if len(kinds) > 1 else []
+    raised = Counter(e for r in failures for e in dict.fromkeys(_RAISED.findall(r.feedback)))
+    if raised:
+        out.append("raised: " + ", ".join(f"{e} in {k} of {n}" for e, k in raised.most_common(3)))
+    said = Counter(c for r in failures for c in dict.fromkeys(_complaints(r.feedback)))
+    if said:
+        out.append("the shell said: " + "; ".join(f"'{c}' in {k} of {n}" for c, k in said.most_common(3)))
+    values = [m for r in failures for m in _VALUE.findall(r.feedback)[:1] if m[2] not in ("''", '""')]
+    if values:
+        out.append("values given beside the ones expected: " + "; ".join(
+            f"{call[:60]} {verb} {got[:60]}, expected {want[:60]}" for call, verb, got, want in values[:3]))
+    for text, k in Counter(" ".join(r.output.split()) for r in failures).most_common(2):
+        if k >= 2:
+            out.append(f"{k} of {n} failed replies were this same text: '{text[:120]}'")
+    return out
+
+
+def _complaints(feedback: str) -> list[str]:
+    """The shell's last complaints in a check's feedback, the name of the function called replaced."""
+    called = set(re.findall(r"`([\w.-]+)", feedback))
+    return [re.sub(r"[\w.-]+", lambda m: "<the function called>" if m.group(0) in called else m.group(0), c)[:80]
+            for c in map(str.strip, _COMPLAINT.findall(feedback)) if c]
+
+
 def is_numeric(text: str) -> bool:
     return bool(text) and parse_number(text.replace(" ", "")) is not None
 
@@ -143,10 +216,9 @@ def prompt_grams(template: str, n: int, **values) -> frozenset[tuple[str, ...]]:
 
 @cache
 def _instruction_grams(n: int) -> frozenset[tuple[str, ...]]:
-    """The rules prompt's instructions, both of its branches (a failure with an answer, one without)."""
+    """The rules prompt's instructions, every branch of them (one per kind of failure)."""
     empty = dict(skill_text="", failures=[], passes=[], tail=reply_tail, rules=[], rejected=[], facts=[])
-    return prompt_grams("rules.md.j2", n, kind="answer-present", **empty) | prompt_grams(
-        "rules.md.j2", n, kind="no-answer", **empty)
+    return frozenset().union(*(prompt_grams("rules.md.j2", n, kind=k, **empty) for k in KINDS))
 
 
 def split_quotes(text: str) -> tuple[str, str]:
@@ -190,6 +262,8 @@ def normalize_answer(text: str) -> str:
 
 def failure_kind(r: ScoredRollout) -> str:
     """What went wrong, in terms any scorer shows (see the module docstring)."""
+    if not r.reference.strip():  # code checked by running it: what the checks said
+        return check_kind(r)
     out, ref = normalize_answer(r.output), normalize_answer(r.reference)
     if not out or "no answer" in r.feedback.lower() or "empty" in r.feedback.lower():
         return "no-answer"
@@ -276,7 +350,7 @@ class RuleProposer:
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
-                        facts=answer_facts(cluster.failures))
+                        facts=answer_facts(cluster.failures) or check_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):
