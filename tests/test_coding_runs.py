@@ -84,6 +84,20 @@ def test_swe_local_step_with_claude_code_fixes_bugs_under_the_learned_skill(tmp_
     assert unresolved and all(not x["patch"] for x in unresolved)
 
 
+def chat_code_run(benchmark: str, srv: FakeModelServer, run_id: str, *extra: str) -> list[str]:
+    """`skillopt run` of one step on a code benchmark, chat harness, against the scripted server."""
+    return ["run", "--benchmark", benchmark, "--harness", "chat",
+            "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
+            "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+            "--run-id", run_id, "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
+            "--batch-size", "3", "--set", "train.consolidate=false", *extra]
+
+
+def references_of(benchmark: str) -> dict[str, str]:
+    """Each task's prompt and its reference solution (what a scripted target writes when taught)."""
+    return {t.prompt: reference_code(t) for t in bm.get_benchmark(benchmark).tasks("all")}
+
+
 def mbpp_target(references: dict[str, str], fence: str = "python", nothing: str = "def nothing():\n    pass"):
     def script(req: FakeRequest) -> FakeReply:
         if "You improve a skill" in req.last_user_text:
@@ -101,14 +115,9 @@ def mbpp_target(references: dict[str, str], fence: str = "python", nothing: str 
     ("mbpp-bash", "bash", "nothing() { :; }", "bash-functions"),
 ])
 def test_mbpp_step_on_the_chat_harness(benchmark, fence, nothing, seed_name, tmp_path):
-    bench = bm.get_benchmark(benchmark)
-    references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
+    references = references_of(benchmark)
     with FakeModelServer(mbpp_target(references, fence, nothing)) as srv:
-        args = ["run", "--benchmark", benchmark, "--harness", "chat",
-                "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
-                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "mbpp", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
-                "--batch-size", "3", "--set", "train.consolidate=false"]
+        args = chat_code_run(benchmark, srv, "mbpp")
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / "runs" / "mbpp" / "summary.json").read_text())
@@ -127,8 +136,7 @@ def test_mbpp_worked_example_from_a_function_the_teacher_wrote(tmp_path):
     val and test."""
     from tests.test_search import useless_reflection
 
-    bench = bm.get_benchmark("mbpp")
-    references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
+    references = references_of("mbpp")
     taught: list[str] = []
 
     def script(req: FakeRequest) -> FakeReply:
@@ -144,11 +152,7 @@ def test_mbpp_worked_example_from_a_function_the_teacher_wrote(tmp_path):
         return FakeReply(text="```python\ndef nothing():\n    pass\n```")
 
     with FakeModelServer(script) as srv:
-        args = ["run", "--benchmark", "mbpp", "--harness", "chat",
-                "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
-                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "taught", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
-                "--batch-size", "3", "--set", "train.consolidate=false", "--set", "train.rules_per_step=0"]
+        args = chat_code_run("mbpp", srv, "taught", "--set", "train.rules_per_step=0")
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(taught) == 3  # each failed train task
@@ -196,8 +200,7 @@ def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
     `rules.check_facts` does; under the rule the target writes the function, and the gate accepts it."""
     from tests.test_search import useless_reflection
 
-    bench = bm.get_benchmark("mbpp-bash")
-    references = {t.prompt: reference_code(t) for t in bench.tasks("all")}
+    references = references_of("mbpp-bash")
     asked: list[str] = []
 
     def script(req: FakeRequest) -> FakeReply:
@@ -215,12 +218,8 @@ def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
         return FakeReply(text="```bash\nsolution.sh\n```")
 
     with FakeModelServer(script) as srv:
-        args = ["run", "--benchmark", "mbpp-bash", "--harness", "chat",
-                "--target_model", f"openai-compatible:fake-target@{srv.openai_url}",
-                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "named", "--epochs", "1", "--train-size", "3", "--val-size", "5", "--test-size", "3",
-                "--batch-size", "3", "--set", "train.consolidate=false", "--set", "train.rules_per_step=1",
-                "--set", "train.demonstrations=false"]
+        args = chat_code_run("mbpp-bash", srv, "named", "--set", "train.rules_per_step=1",
+                             "--set", "train.demonstrations=false")
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(asked) == 1 and "3 of 3 failed replies were this same text: '```bash solution.sh ```'" in asked[0]
