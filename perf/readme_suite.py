@@ -79,7 +79,25 @@ def suite_part(doc: dict) -> list[str]:
             for fam, seed, arm, e in quoted:
                 text = " / ".join(" ".join(t.split()) for t in e["edits"])[:300]
                 out.append(f"- {fam}, split seed {seed}, {arm} ({e['origin']}): \"{text}\"")
+        out += accumulation_part(runs)
         out.append("")
+    return out
+
+
+def accumulation_part(runs: list[dict]) -> list[str]:
+    """Each version a 3-epoch run accepted, scored on test after the run (never used to select)."""
+    acc = [r for r in runs if r.get("accumulate") and r.get("versions_on_test")]
+    if not acc:
+        return []
+    out = ["", "How the skill accumulated over 3 epochs (each accepted version scored on test after the run; "
+           "these scores select nothing):", ""]
+    for r in acc:
+        steps = []
+        for v in r["versions_on_test"]:
+            got = "error" if "error" in v else f"{v['test_hard']:.3f}"
+            steps.append(f"v{v['version']} {v.get('origin') or 'seed'} {got}")
+        n = next((v["n"] for v in r["versions_on_test"] if "n" in v), "-")
+        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} (n={n}): " + " -> ".join(steps))
     return out
 
 

@@ -156,22 +156,24 @@ def _as_edit(text: str):
 def versions_on_test(run: Path, root: Path) -> list[dict]:
     """Each accepted version of a finished run scored on the sealed test split after the run, with
     the run's own settings (`skillopt eval --skill RUN:vN`): how the skill accumulated. These
-    scores are never used to select anything."""
+    scores are never used to select anything. A version's kind is its accepted candidate's origin
+    (a step's candidates.json), or how it was made ("seed", "consolidate epoch N")."""
     import skillopt
+    from skillopt.store.run_store import RunStore
 
+    kinds = {c["version"]: c["origin"] for f in sorted((run / "steps").glob("*/candidates.json"))
+             for c in json.loads(f.read_text()) if c.get("version") is not None}
     out = []
-    for line in (run / "skills" / "index.jsonl").read_text().splitlines():
-        v = json.loads(line)
-        if v.get("status") not in ("accepted", "seed"):
+    for v in RunStore(run).versions():
+        if v.status not in ("accepted", "seed"):
             continue
-        ref = f"{run.name}:v{v['version']}"
+        row = {"version": v.version, "origin": kinds.get(v.version, v.origin), "val_hard": v.val_score}
         try:
-            result = skillopt.evaluate(ref, split="test", runs_dir=str(run.parent))
+            result = skillopt.evaluate(f"{run.name}:v{v.version}", split="test", runs_dir=str(run.parent))
         except Exception as e:  # noqa: BLE001 - recorded in the row, the suite goes on
-            out.append({"version": v["version"], "origin": v.get("origin"), "error": str(e)[-300:]})
+            out.append({**row, "error": str(e)[-300:]})
             continue
-        out.append({"version": v["version"], "origin": v.get("origin"), "test_hard": result.score.hard,
-                    "n": result.score.n})
+        out.append({**row, "test_hard": result.score.hard, "n": result.score.n})
     return out
 
 
