@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
