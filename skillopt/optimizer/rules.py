@@ -114,13 +114,6 @@ _TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
 _RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
 _COMPLAINT = re.compile(r"\(bash said: (?:[^:()]+: line \d+: )?([^()]*?)\)")
 _VALUE = re.compile(r"(`[^`]+`|\S+\(.*?\)) (printed|returned) ('.*?'|\S+?), expected ('.*?'|[^;()]+?)(?= \(|;|$)")
-CHECK_FACT_KINDS = {
-    "no-answer": "the reply held no code",
-    "undefined": "the tests called a function, or the code ran a command, that did not exist where the code ran",
-    "error": "the code stopped with an error",
-    "timeout": "the code ran out of time",
-    "wrong": "the code ran and gave another value than the test expects",
-}
 
 
 def check_kind(r: ScoredRollout) -> str:
@@ -138,16 +131,13 @@ def check_kind(r: ScoredRollout) -> str:
 
 
 def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
-    """What the checks of code tasks said, counted by code over the failures: how many of each kind
-    (when they differ), the exceptions raised and the shell's complaints (the called function's own
-    name replaced, so that one complaint of many tasks counts as one), a few values printed or
+    """What the checks of code tasks said, counted by code over the failures of one cluster (its kind
+    is named by the prompt): the exceptions raised and the shell's complaints (the called function's
+    own name replaced, so that one complaint of many tasks counts as one), a few values printed or
     returned beside the ones expected, and failed replies that were one and the same text. The
     train tasks' own checks, shown to the optimizer only."""
     n = len(failures)
-    if not n:
-        return []
-    kinds = Counter(check_kind(r) for r in failures)
-    out = [f"{k} of {n}: {CHECK_FACT_KINDS[kind]}" for kind, k in kinds.most_common()] if len(kinds) > 1 else []
+    out: list[str] = []
     raised = Counter(e for r in failures for e in dict.fromkeys(_RAISED.findall(r.feedback)))
     if raised:
         out.append("raised: " + ", ".join(f"{e} in {k} of {n}" for e, k in raised.most_common(3)))
