@@ -197,7 +197,7 @@ def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
     """The seed's target answers every mbpp-bash task with a ```bash block holding only `solution.sh`
     (seen on a quarter of the 1.5B's replies). The optimizer states the rule only when its prompt
     counts the failures as functions that did not exist and the replies as one same text, as
-    `rules.check_facts` does; under the rule the target writes the function, and the gate accepts it."""
+    `facts.check_facts` does; under the rule the target writes the function, and the gate accepts it."""
     from tests.test_search import useless_reflection
 
     references = references_of("mbpp-bash")
@@ -228,5 +228,41 @@ def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
                if c["origin"] == "rules"]
     assert rule["status"] == "accepted" and FILE_RULE in rule["edits"][0]["text"], rule
     assert rule["rationale"].startswith("undefined: ")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
+
+
+def test_a_reflection_is_shown_the_counted_checks_too(tmp_path):
+    """The reflection proposer's minibatch of code failures comes with what their checks said,
+    counted (`facts.checked_facts`), as the rules proposer's clusters do: the same file-name replies,
+    and an optimizer that names them only when the counts are in its prompt; the reflection's edit is
+    accepted and test goes 0 -> 1. Without the counts the reflection's edit changes nothing."""
+    references = references_of("mbpp-bash")
+    asked: list[str] = []
+
+    def script(req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            asked.append(user)
+            counted = ("a function or command that did not exist in 3 of 3" in user
+                       and "3 of 3 failed replies were this same text" in user)
+            edit = FILE_RULE if counted else "Check the function before you answer."
+            return FakeReply(text=json.dumps({"analysis": "the replies define nothing", "edits": [
+                {"op": "add", "anchor": "", "text": edit, "rationale": "counted", "evidence": []}]}))
+        code = next((ref for prompt, ref in references.items() if prompt in user), None)
+        if FILE_RULE in req.system and code:
+            return FakeReply(text=f"```bash\n{code}\n```")
+        return FakeReply(text="```bash\nsolution.sh\n```")
+
+    with FakeModelServer(script) as srv:
+        args = chat_code_run("mbpp-bash", srv, "reflected", "--set", "train.rules_per_step=0",
+                             "--set", "train.demonstrations=false", "--set", "train.max_reflections_per_step=1")
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(asked) == 1 and "# What the tests said, counted over the failed attempts" in asked[0]
+    assert "'<the function called>: command not found' in 3 of 3" in asked[0]
+    run = tmp_path / "runs" / "reflected"
+    (cand,) = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    assert cand["origin"] == "reflection" and cand["status"] == "accepted", cand
     summary = json.loads((run / "summary.json").read_text())
     assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0

@@ -142,7 +142,8 @@ async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, 
     the rules prompt counts it. Measured on mbpp-bash (report split seed 100): 13 of 40 validation
     replies under the seed were a ```bash block holding only `solution.sh`; the optimizer, shown them
     mixed among wrong values, never named it. Here each kind comes from the real checks in the sandbox."""
-    from skillopt.optimizer.rules import check_facts, cluster_failures, reply_tail
+    from skillopt.optimizer.facts import check_facts, checked_facts
+    from skillopt.optimizer.rules import cluster_failures, reply_tail
     from skillopt.optimizer.types import ScoredRollout
     from skillopt.prompts import render
 
@@ -173,6 +174,10 @@ async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, 
     wrong = check_facts([scored[2]])
     assert wrong == ["values given beside the ones expected: `remove_Occ hello l` printed 'ell', expected 'heo'"]
     assert check_facts([scored[4]])[0].startswith("raised: TypeError in 1 of 1")
+    # a reflection's minibatch mixes kinds: they are counted first (a task with a reference has none of this)
+    assert checked_facts(scored[:3])[0] == ("the checks found: a function or command that did not exist in 2 of 3, "
+                                            "another value in 1 of 3")
+    assert checked_facts([scored[0].model_copy(update={"reference": "42"})]) == []
     prompt = render("rules.md.j2", skill_text="", kind="undefined", failures=undefined, passes=[], tail=reply_tail,
                     rules=[], rejected=[], facts=facts)
     assert "that did not exist where\nthe code ran" in prompt and "were this same text" in prompt

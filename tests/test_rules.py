@@ -234,7 +234,7 @@ def test_each_candidate_kind_can_be_turned_off_for_the_ablation(tmp_path):
 
 
 def test_the_facts_shown_to_the_optimizer_count_how_answers_differ():
-    from skillopt.optimizer.rules import answer_facts
+    from skillopt.optimizer.facts import answer_facts
 
     rs = [_scored("a", "Answer: Cell membrane", "membrane"), _scored("b", "Answer: Association football", "football"),
           _scored("c", "Answer: Persia", "an elephant"), _scored("d", "Answer: twelve", "12"),
@@ -254,7 +254,8 @@ def test_a_function_checked_by_its_tests_has_no_expected_answer_to_show():
     """Code tasks (mbpp) have no reference answer: the optimizer was told "the agent's answers are
     empty (0 words), whereas the expected answers are also empty" (measured, mbpp split seed 0). No
     answer fact and no "Expected answer" line for them; the scorer's feedback is what they show."""
-    from skillopt.optimizer.rules import answer_facts, reply_tail
+    from skillopt.optimizer.facts import answer_facts
+    from skillopt.optimizer.rules import reply_tail
     from skillopt.prompts import render
 
     code = _scored("m", "```python\ndef f(x):\n    return x\n```", "", feedback="assert f(2) == 4 failed")

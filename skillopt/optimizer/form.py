@@ -19,7 +19,8 @@ import re
 from collections.abc import Sequence
 
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.rules import is_numeric, normalize_answer, rule_edit, rules_in, stated_answer, with_examples
+from skillopt.optimizer.facts import is_numeric, normalize_answer, stated_answer
+from skillopt.optimizer.rules import rule_edit, rules_in, with_examples
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.record import Candidate, Reflection
 
@@ -38,7 +39,7 @@ FORMS: dict[str, str] = {
 def form_difference(r: ScoredRollout) -> str | None:
     """How the failed rollout's final answer differs in form from an expected answer (any of the
     alternatives a reference lists with " | "), or None when it is another answer altogether, or
-    when the reply stated none (`rules.stated_answer`)."""
+    when the reply stated none (`facts.stated_answer`)."""
     got = normalize_answer(stated_answer(r.output))
     if not got:
         return None

@@ -8,6 +8,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
+from skillopt.optimizer.facts import checked_facts
 from skillopt.optimizer.template import Template
 from skillopt.optimizer.types import ReflectionReply, ScoredRollout
 from skillopt.prompts import render
@@ -120,10 +121,12 @@ async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[
                   sample: int = 0, focus: str | None = None) -> Reflection:
     """One optimizer call. `sample` > 0 asks for another draw of the same prompt (a sampling seed,
     and a temperature of at least 0.8), so several reflections on one minibatch differ; `focus`
-    (one of `foci(template)`) is the angle this reflection takes."""
+    (one of `foci(template)`) is the angle this reflection takes. Failures of code checked by running
+    it come with what their checks said, counted (`facts.checked_facts`): the output of a failed test
+    is long and each failure's alone says little; counted over the minibatch, a pattern is plain."""
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
                     rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
-                    editable=anchor_choices(skill, editable=True), focus=focus)
+                    editable=anchor_choices(skill, editable=True), focus=focus, facts=checked_facts(failures))
     if sample:
         temperature = max(temperature or 0.0, 0.8)
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,

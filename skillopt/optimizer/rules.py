@@ -15,7 +15,7 @@ A task checked by running code has no expected answer to compare; what its check
 - `undefined`: the tests called a function, or the code ran a command, that did not exist;
 - `error`: the code stopped with an error before giving a value;
 - `timeout`: the code ran out of time.
-Facts counted by code go with each cluster (`answer_facts`, `check_facts`): how the answers differ
+Facts counted by code go with each cluster (`optimizer.facts`): how the answers differ
 from the expected ones, or what the checks printed and raised, and failed replies that were the
 same text (a small target that answers many tasks with one degenerate reply, a file name, is met
 more often than one would think; counted, the pattern is plain to the optimizer).
@@ -28,18 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
 from pydantic import BaseModel, Field
 
-from skillopt.benchmarks.scorers import find_answer, normalize_text, parse_number
+from skillopt.benchmarks.scorers import normalize_text
 from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
+from skillopt.optimizer.facts import check_kind, counted_facts, is_numeric, normalize_answer, stated_answer
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
 from skillopt.optimizer.types import ScoredRollout, bounded_schema
@@ -54,120 +54,6 @@ SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
 KINDS = ("answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
 EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
-
-
-def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
-    """What the scorer's feedback shows, counted over the failures by code (not by the optimizer):
-    how the agent's final answers differ from the expected ones. A small optimizer model writes a
-    concrete rule from counted facts far more often than from the raw replies alone. A task with no
-    reference answer (a function checked by its tests) has no such fact: its scorer's feedback is shown."""
-    pairs = [(normalize_text(stated_answer(r.output)), normalize_text(r.reference), r) for r in failures
-             if r.reference.strip()]
-    n = len(pairs)
-    if not n:
-        return []
-    kinds: dict[str, list[tuple[str, str]]] = {}
-    for got, exp, r in pairs:
-        g, e = got.split(), exp.split()
-        if not g:
-            kind = "no answer was found in the reply"
-        elif is_numeric(exp) and not is_numeric(got):
-            kind = "a number was expected and the agent wrote words"
-        elif is_numeric(got) and not is_numeric(exp):
-            kind = "words were expected and the agent wrote a number"
-        elif is_numeric(got) and is_numeric(exp):
-            kind = "both are numbers, but different ones"
-        elif e and _contains(g, e):
-            kind = "the expected answer is inside the agent's answer, which adds words"
-        elif g and _contains(e, g):
-            kind = "the agent's answer is part of the expected one, which has more words"
-        elif set(g) & set(e):
-            kind = "the answers share some words but differ"
-        else:
-            kind = "a different answer altogether (no word in common)"
-        kinds.setdefault(kind, []).append((stated_answer(r.output)[:60], r.reference[:60]))
-    out = []
-    for kind, examples in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
-        shown = "; ".join(f"agent '{a}', expected '{b}'" for a, b in examples[:2])
-        out.append(f"{len(examples)} of {n}: {kind} (e.g. {shown})")
-    words_got = sum(len(g.split()) for g, _, _ in pairs) / n
-    words_exp = sum(len(e.split()) for _, e, _ in pairs) / n
-    out.append(f"on average the agent's final answers have {words_got:.1f} words, the expected ones {words_exp:.1f}")
-    return out
-
-
-def stated_answer(output: str) -> str:
-    """The final answer a reply states, or "" when it states none: with no answer marker (`Answer:`,
-    `\\boxed{}`, "the answer is"), the last line of a reply of several lines is where its working
-    stopped (often cut by the reply cap), not an answer. Seen on MATH prealgebra: two cut replies
-    ending "The equation of a horizontal line is \\(" were counted as words written for a number."""
-    found = find_answer(output)
-    if found.marker is None and sum(1 for ln in output.splitlines() if ln.strip()) > 1:
-        return ""
-    return found.text
-
-
-# What a code task's checks say (benchmarks/code.py, swe): a name that does not exist where the code
-# ran, an exception other than a failed assert, a time-out, or a value beside the one expected.
-_UNDEFINED = re.compile(r"command not found|NameError: name '[^']*' is not defined")
-_TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
-_RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
-_COMPLAINT = re.compile(r"\(bash said: (?:[^:()]+: line \d+: )?([^()]*?)\)")
-_VALUE = re.compile(r"(`[^`]+`|\S+\(.*?\)) (printed|returned) ('.*?'|\S+?), expected ('.*?'|[^;()]+?)(?= \(|;|$)")
-
-
-def check_kind(r: ScoredRollout) -> str:
-    """What went wrong with code checked by running it (a rollout with no reference answer)."""
-    fb = r.feedback
-    if not r.output.strip() or fb.lower().startswith(("no code", "empty")):
-        return "no-answer"
-    if _UNDEFINED.search(fb):
-        return "undefined"
-    if _TIMED_OUT.search(fb):
-        return "timeout"
-    if _RAISED.search(fb) or "the program failed" in fb or "bash said" in fb:
-        return "error"
-    return "wrong"
-
-
-def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
-    """What the checks of code tasks said, counted by code over the failures of one cluster (its kind
-    is named by the prompt): the exceptions raised and the shell's complaints (the called function's
-    own name replaced, so that one complaint of many tasks counts as one), a few values printed or
-    returned beside the ones expected, and failed replies that were one and the same text. The
-    train tasks' own checks, shown to the optimizer only."""
-    n = len(failures)
-    out: list[str] = []
-    raised = Counter(e for r in failures for e in dict.fromkeys(_RAISED.findall(r.feedback)))
-    if raised:
-        out.append("raised: " + ", ".join(f"{e} in {k} of {n}" for e, k in raised.most_common(3)))
-    said = Counter(c for r in failures for c in dict.fromkeys(_complaints(r.feedback)))
-    if said:
-        out.append("the shell said: " + "; ".join(f"'{c}' in {k} of {n}" for c, k in said.most_common(3)))
-    values = [m for r in failures for m in _VALUE.findall(r.feedback)[:1] if m[2] not in ("''", '""')]
-    if values:
-        out.append("values given beside the ones expected: " + "; ".join(
-            f"{call[:60]} {verb} {got[:60]}, expected {want[:60]}" for call, verb, got, want in values[:3]))
-    for text, k in Counter(" ".join(r.output.split()) for r in failures).most_common(2):
-        if k >= 2:
-            out.append(f"{k} of {n} failed replies were this same text: '{text[:120]}'")
-    return out
-
-
-def _complaints(feedback: str) -> list[str]:
-    """The shell's last complaints in a check's feedback, the name of the function called replaced."""
-    called = set(re.findall(r"`([\w.-]+)", feedback))
-    return [re.sub(r"[\w.-]+", lambda m: "<the function called>" if m.group(0) in called else m.group(0), c)[:80]
-            for c in map(str.strip, _COMPLAINT.findall(feedback)) if c]
-
-
-def is_numeric(text: str) -> bool:
-    return bool(text) and parse_number(text.replace(" ", "")) is not None
-
-
-def _contains(words: list[str], part: list[str]) -> bool:
-    k = len(part)
-    return len(words) > k and any(words[i:i + k] == part for i in range(len(words) - k + 1))
 
 
 def restates_instructions(rule: str, n: int = 5) -> bool:
@@ -235,19 +121,6 @@ class RuleReply(BaseModel):
 class Cluster:
     kind: str
     failures: tuple[ScoredRollout, ...]
-
-
-def _token(w: str) -> str:
-    w = w.strip(".")
-    if re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", w):  # 1200.00 -> 1200, 0.50 -> 0.5
-        w = w.rstrip("0").rstrip(".") if "." in w else w
-    return w
-
-
-def normalize_answer(text: str) -> str:
-    """Lower case, words and numbers only, thousands separators and trailing zeros dropped."""
-    text = re.sub(r"(?<=[0-9]),(?=[0-9]{3})", "", text.lower())
-    return " ".join(t for t in map(_token, re.sub(r"[^a-z0-9.]+", " ", text).split()) if t)
 
 
 def failure_kind(r: ScoredRollout) -> str:
@@ -340,7 +213,7 @@ class RuleProposer:
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
-                        facts=answer_facts(cluster.failures) or check_facts(cluster.failures))
+                        facts=counted_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):

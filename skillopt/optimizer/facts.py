@@ -1,0 +1,166 @@
+"""Facts about a batch's failures, counted by code rather than by the optimizer, for the prompts of
+the proposers that read failures (`optimizer.rules`, `optimizer.reflect`).
+
+A small optimizer model writes a concrete rule from counted facts far more often than from raw
+replies: with a reference answer, how the agent's answers differ from the expected ones
+(`answer_facts`); with code checked by running it, what the checks said (`check_kind`,
+`check_facts`): a name that did not exist, an exception, a time-out, a value beside the expected
+one, and failed replies that were one same text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from skillopt.benchmarks.scorers import find_answer, normalize_text, parse_number
+from skillopt.optimizer.types import ScoredRollout
+
+
+def counted_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """The facts of these failures: the answers' differences when they have references, else what
+    their checks said."""
+    return answer_facts(failures) or check_facts(failures)
+
+
+CHECK_KINDS = {"no-answer": "no code", "undefined": "a function or command that did not exist",
+               "error": "an error before any value", "timeout": "a time-out", "wrong": "another value"}
+
+
+def checked_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """For failures of code checked by running it (no reference answer; else nothing): what the checks
+    found, each kind counted (`check_kind`), then `check_facts`. The reflection prompt's minibatch
+    mixes kinds, which the rules proposer's clusters do not."""
+    if not failures or any(r.reference.strip() for r in failures):
+        return []
+    n, kinds = len(failures), Counter(check_kind(r) for r in failures)
+    found = ", ".join(f"{CHECK_KINDS[k]} in {c} of {n}" for k, c in kinds.most_common())
+    return [f"the checks found: {found}", *check_facts(failures)]
+
+
+def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """What the scorer's feedback shows, counted over the failures by code (not by the optimizer):
+    how the agent's final answers differ from the expected ones. A small optimizer model writes a
+    concrete rule from counted facts far more often than from the raw replies alone. A task with no
+    reference answer (a function checked by its tests) has no such fact: its scorer's feedback is shown."""
+    pairs = [(normalize_text(stated_answer(r.output)), normalize_text(r.reference), r) for r in failures
+             if r.reference.strip()]
+    n = len(pairs)
+    if not n:
+        return []
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for got, exp, r in pairs:
+        g, e = got.split(), exp.split()
+        if not g:
+            kind = "no answer was found in the reply"
+        elif is_numeric(exp) and not is_numeric(got):
+            kind = "a number was expected and the agent wrote words"
+        elif is_numeric(got) and not is_numeric(exp):
+            kind = "words were expected and the agent wrote a number"
+        elif is_numeric(got) and is_numeric(exp):
+            kind = "both are numbers, but different ones"
+        elif e and _contains(g, e):
+            kind = "the expected answer is inside the agent's answer, which adds words"
+        elif g and _contains(e, g):
+            kind = "the agent's answer is part of the expected one, which has more words"
+        elif set(g) & set(e):
+            kind = "the answers share some words but differ"
+        else:
+            kind = "a different answer altogether (no word in common)"
+        kinds.setdefault(kind, []).append((stated_answer(r.output)[:60], r.reference[:60]))
+    out = []
+    for kind, examples in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        shown = "; ".join(f"agent '{a}', expected '{b}'" for a, b in examples[:2])
+        out.append(f"{len(examples)} of {n}: {kind} (e.g. {shown})")
+    words_got = sum(len(g.split()) for g, _, _ in pairs) / n
+    words_exp = sum(len(e.split()) for _, e, _ in pairs) / n
+    out.append(f"on average the agent's final answers have {words_got:.1f} words, the expected ones {words_exp:.1f}")
+    return out
+
+
+def stated_answer(output: str) -> str:
+    """The final answer a reply states, or "" when it states none: with no answer marker (`Answer:`,
+    `\\boxed{}`, "the answer is"), the last line of a reply of several lines is where its working
+    stopped (often cut by the reply cap), not an answer. Seen on MATH prealgebra: two cut replies
+    ending "The equation of a horizontal line is \\(" were counted as words written for a number."""
+    found = find_answer(output)
+    if found.marker is None and sum(1 for ln in output.splitlines() if ln.strip()) > 1:
+        return ""
+    return found.text
+
+
+# What a code task's checks say (benchmarks/code.py, swe): a name that does not exist where the code
+# ran, an exception other than a failed assert, a time-out, or a value beside the one expected.
+_UNDEFINED = re.compile(r"command not found|NameError: name '[^']*' is not defined")
+_TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
+_RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
+_COMPLAINT = re.compile(r"\(bash said: (?:[^:()]+: line \d+: )?([^()]*?)\)")
+_VALUE = re.compile(r"(`[^`]+`|\S+\(.*?\)) (printed|returned) ('.*?'|\S+?), expected ('.*?'|[^;()]+?)(?= \(|;|$)")
+
+
+def check_kind(r: ScoredRollout) -> str:
+    """What went wrong with code checked by running it (a rollout with no reference answer)."""
+    fb = r.feedback
+    if not r.output.strip() or fb.lower().startswith(("no code", "empty")):
+        return "no-answer"
+    if _UNDEFINED.search(fb):
+        return "undefined"
+    if _TIMED_OUT.search(fb):
+        return "timeout"
+    if _RAISED.search(fb) or "the program failed" in fb or "bash said" in fb:
+        return "error"
+    return "wrong"
+
+
+def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
+    """What the checks of code tasks said, counted by code over the failures of one cluster (its kind
+    is named by the prompt): the exceptions raised and the shell's complaints (the called function's
+    own name replaced, so that one complaint of many tasks counts as one), a few values printed or
+    returned beside the ones expected, and failed replies that were one and the same text. The
+    train tasks' own checks, shown to the optimizer only."""
+    n = len(failures)
+    out: list[str] = []
+    raised = Counter(e for r in failures for e in dict.fromkeys(_RAISED.findall(r.feedback)))
+    if raised:
+        out.append("raised: " + ", ".join(f"{e} in {k} of {n}" for e, k in raised.most_common(3)))
+    said = Counter(c for r in failures for c in dict.fromkeys(_complaints(r.feedback)))
+    if said:
+        out.append("the shell said: " + "; ".join(f"'{c}' in {k} of {n}" for c, k in said.most_common(3)))
+    values = [m for r in failures for m in _VALUE.findall(r.feedback)[:1] if m[2] not in ("''", '""')]
+    if values:
+        out.append("values given beside the ones expected: " + "; ".join(
+            f"{call[:60]} {verb} {got[:60]}, expected {want[:60]}" for call, verb, got, want in values[:3]))
+    for text, k in Counter(" ".join(r.output.split()) for r in failures).most_common(2):
+        if k >= 2:
+            out.append(f"{k} of {n} failed replies were this same text: '{text[:120]}'")
+    return out
+
+
+def _complaints(feedback: str) -> list[str]:
+    """The shell's last complaints in a check's feedback, the name of the function called replaced."""
+    called = set(re.findall(r"`([\w.-]+)", feedback))
+    return [re.sub(r"[\w.-]+", lambda m: "<the function called>" if m.group(0) in called else m.group(0), c)[:80]
+            for c in map(str.strip, _COMPLAINT.findall(feedback)) if c]
+
+
+def is_numeric(text: str) -> bool:
+    return bool(text) and parse_number(text.replace(" ", "")) is not None
+
+
+def _contains(words: list[str], part: list[str]) -> bool:
+    k = len(part)
+    return len(words) > k and any(words[i:i + k] == part for i in range(len(words) - k + 1))
+
+
+def _token(w: str) -> str:
+    w = w.strip(".")
+    if re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", w):  # 1200.00 -> 1200, 0.50 -> 0.5
+        w = w.rstrip("0").rstrip(".") if "." in w else w
+    return w
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, words and numbers only, thousands separators and trailing zeros dropped."""
+    text = re.sub(r"(?<=[0-9]),(?=[0-9]{3})", "", text.lower())
+    return " ".join(t for t in map(_token, re.sub(r"[^a-z0-9.]+", " ", text).split()) if t)
