@@ -97,7 +97,10 @@ def accumulation_part(runs: list[dict]) -> list[str]:
             got = "error" if "error" in v else f"{v['test_hard']:.3f}"
             steps.append(f"v{v['version']} {v.get('origin') or 'seed'} {got}")
         n = next((v["n"] for v in r["versions_on_test"] if "n" in v), "-")
-        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} (n={n}): " + " -> ".join(steps))
+        done = "; ".join(f"epoch {c['epoch']} {c['decision']}" + (f" ({c['reason']})" if c["reason"] else "")
+                         for c in r.get("consolidations", []))
+        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} (n={n}): " + " -> ".join(steps)
+                   + (f"; consolidation: {done}" if done else ""))
     return out
 
 

@@ -110,11 +110,17 @@ def accepted_edits(run: Path) -> list[dict]:
     """Every accepted candidate of a run: its kind and its edits' text (what the skill learned)."""
     out = [{"step": step, "origin": c["origin"], "edits": [e["text"] for e in c["edits"]]}
            for step, c in candidates(run) if c.get("status") == "accepted"]
-    for path in sorted((run / "consolidation").glob("*.json")) if (run / "consolidation").exists() else []:
-        doc = json.loads(path.read_text())
-        if (doc.get("gate") or {}).get("accepted"):
-            out.append({"step": path.stem, "origin": "consolidation", "edits": []})
-    return out
+    return out + [{"step": f"epoch-{c['epoch']:03d}", "origin": "consolidation", "edits": []}
+                  for c in consolidations(run) if c["decision"] == "accept"]
+
+
+def consolidations(run: Path) -> list[dict]:
+    """Each epoch's consolidation as the run's metrics.jsonl holds it: accepted or rejected by its gate,
+    or ("none") why the rewrite made no version."""
+    from skillopt.store.run_store import RunStore
+
+    return [{"epoch": m.consolidate_epoch, "decision": m.decision, "reason": m.reason}
+            for m in RunStore(run).metrics() if m.type == "consolidation"]
 
 
 def proposed(run: Path) -> dict[str, int]:
@@ -191,6 +197,7 @@ def measure(family: str, seed: int, arm: str, root: Path, gepa: bool, accumulate
     if accumulate:
         row["epochs"] = 3
         row["versions_on_test"] = versions_on_test(work / "runs" / row["run_id"], work)
+        row["consolidations"] = consolidations(work / "runs" / row["run_id"])
     if gepa:
         row["gepa"] = run_peer("gepa", family, seed, row["target_calls_before_test"], work)
         if "error" not in row["gepa"]:

@@ -176,3 +176,25 @@ def test_budget_stops_cleanly_and_resume_continues(tmp_path):
         r2 = run_cli(["run", "--resume", "codes", "--max-rollouts", "1000"], cwd=tmp_path, env=env)
     assert r2.returncode == 0, r2.stderr
     assert json.loads((tmp_path / "runs" / "codes" / "summary.json").read_text())["status"] == "finished"
+
+
+def test_a_consolidation_that_makes_no_version_says_why_in_the_run_files(tmp_path):
+    """A rewrite that changes nothing makes no candidate and nothing to gate; its reason used to reach
+    only the progress view, so a finished run (and the suite's row) could not say why an epoch's
+    consolidation made no version. metrics.jsonl keeps it, and perf/suite.py reads it from there."""
+    from perf.suite import accepted_edits, consolidations
+
+    class SameBody(Scripted):
+        def optimizer(self, prompt: str, reflect: bool, seed: int | None = None) -> FakeReply:
+            if reflect:
+                return super().optimizer(prompt, reflect, seed)
+            return FakeReply(text=json.dumps({"body": prompt.split("```markdown", 1)[1].split("```", 1)[0]}))
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(SameBody()) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "same", epochs="1"), cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    run = tmp_path / "runs" / "same"
+    assert consolidations(run) == [{"epoch": 1, "decision": "none", "reason": "consolidation changed nothing"}]
+    assert not (run / "consolidation").exists()
+    assert all(e["origin"] != "consolidation" for e in accepted_edits(run))

@@ -175,7 +175,8 @@ class Trainer:
         cand, note = await consolidate(self.ctx.models, self.ctx.optimizer, skill, cfg.train.skill_token_cap,
                                        cfg.models.optimizer_max_tokens)
         self.ctx.emit(Note(f"consolidate epoch {st.epoch + 1}: {note}"))
-        if cand is None:
+        if cand is None:  # kept, so that a run's files say why an epoch's consolidation made no version
+            store.append_metric(ConsolidationMetrics(consolidate_epoch=st.epoch + 1, decision="none", reason=note))
             return
         v = store.add_version(cand, parent=st.incumbent, origin=f"consolidate epoch {st.epoch + 1}")
         st.decisions += 1

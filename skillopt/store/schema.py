@@ -211,12 +211,13 @@ class StepMetrics(BaseModel):
 
 
 class ConsolidationMetrics(BaseModel):
-    """One line of metrics.jsonl per end-of-epoch consolidation that was gated."""
+    """One line of metrics.jsonl per end-of-epoch consolidation: gated, or (decision "none") why the
+    rewrite made no candidate (not shorter, changed nothing, a protected passage dropped, unreadable)."""
 
     type: Literal["consolidation"] = "consolidation"
     consolidate_epoch: int  # 1-based
-    version: int  # the consolidated candidate
-    decision: Literal["accept", "reject"]
+    version: int | None = None  # the consolidated candidate; None when the rewrite made none
+    decision: Literal["accept", "reject", "none"]
     reason: str = ""
     val_rollouts: int = 0
 
