@@ -193,6 +193,15 @@ def test_swebench_without_a_docker_engine_is_one_line_before_any_rollout(tmp_pat
 FILE_RULE = "Write the whole function inside the bash block; the file's name alone defines nothing."
 
 
+def file_name_target(references: dict[str, str], req: FakeRequest) -> FakeReply:
+    """A target that replies with the file's name alone, and writes the function once its skill holds
+    FILE_RULE."""
+    code = next((ref for prompt, ref in references.items() if prompt in req.last_user_text), None)
+    if FILE_RULE in req.system and code:
+        return FakeReply(text=f"```bash\n{code}\n```")
+    return FakeReply(text="```bash\nsolution.sh\n```")
+
+
 def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
     """The seed's target answers every mbpp-bash task with a ```bash block holding only `solution.sh`
     (seen on a quarter of the 1.5B's replies). The optimizer states the rule only when its prompt
@@ -212,10 +221,7 @@ def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
             counted = "that did not exist where" in user and "failed replies were this same text" in user
             rule = FILE_RULE if counted else "Check the function before you answer."
             return FakeReply(text=json.dumps({"pattern": "the replies define nothing", "rule": rule}))
-        code = next((ref for prompt, ref in references.items() if prompt in user), None)
-        if FILE_RULE in req.system and code:
-            return FakeReply(text=f"```bash\n{code}\n```")
-        return FakeReply(text="```bash\nsolution.sh\n```")
+        return file_name_target(references, req)
 
     with FakeModelServer(script) as srv:
         args = chat_code_run("mbpp-bash", srv, "named", "--set", "train.rules_per_step=1",
@@ -249,10 +255,7 @@ def test_a_reflection_is_shown_the_counted_checks_too(tmp_path):
             edit = FILE_RULE if counted else "Check the function before you answer."
             return FakeReply(text=json.dumps({"analysis": "the replies define nothing", "edits": [
                 {"op": "add", "anchor": "", "text": edit, "rationale": "counted", "evidence": []}]}))
-        code = next((ref for prompt, ref in references.items() if prompt in user), None)
-        if FILE_RULE in req.system and code:
-            return FakeReply(text=f"```bash\n{code}\n```")
-        return FakeReply(text="```bash\nsolution.sh\n```")
+        return file_name_target(references, req)
 
     with FakeModelServer(script) as srv:
         args = chat_code_run("mbpp-bash", srv, "reflected", "--set", "train.rules_per_step=0",
