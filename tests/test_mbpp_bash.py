@@ -170,6 +170,7 @@ async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, 
     facts = check_facts(undefined)
     assert "the shell said: '<the function called>: command not found' in 2 of 3" in facts
     assert "2 of 3 failed replies were this same text: '```bash solution.sh ```'" in facts
+    assert "3 of 3 failed replies defined no function at all, and the tests called one" in facts
     assert any(f.startswith("raised: NameError in 1 of 3") for f in facts)
     wrong = check_facts([scored[2]])
     assert wrong == ["values given beside the ones expected: `remove_Occ hello l` printed 'ell', expected 'heo'"]
@@ -178,6 +179,8 @@ async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, 
     assert checked_facts(scored[:3])[0] == ("the checks found: a function or command that did not exist in 2 of 3, "
                                             "another value in 1 of 3")
     assert checked_facts([scored[0].model_copy(update={"reference": "42"})]) == []
+    assert "2 of 3 failed replies defined no function at all, and the tests called one" in checked_facts(scored[:3])
+    assert not any("defined no function" in f for f in check_facts([scored[2], scored[4]]))
     prompt = render("rules.md.j2", skill_text="", kind="undefined", failures=undefined, passes=[], tail=reply_tail,
                     rules=[], rejected=[], facts=facts)
     assert "that did not exist where\nthe code ran" in prompt and "were this same text" in prompt

@@ -96,6 +96,8 @@ _UNDEFINED = re.compile(r"command not found|NameError: name '[^']*' is not defin
 _TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
 _RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
 _COMPLAINT = re.compile(r"\(bash said: (?:[^:()]+: line \d+: )?([^()]*?)\)")
+# a function defined in the reply: Python's `def name(`, bash's `name() {` or `function name`
+_DEFINES = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\(|^\s*[\w.-]+\s*\(\s*\)\s*(?:\{|$)|^\s*function\s+[\w.-]+", re.M)
 _VALUE = re.compile(r"(`[^`]+`|\S+\(.*?\)) (printed|returned) ('.*?'|\S+?), expected ('.*?'|[^;()]+?)(?= \(|;|$)")
 
 
@@ -117,8 +119,9 @@ def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     """What the checks of code tasks said, counted by code over the failures of one cluster (its kind
     is named by the prompt): the exceptions raised and the shell's complaints (the called function's
     own name replaced, so that one complaint of many tasks counts as one), a few values printed or
-    returned beside the ones expected, and failed replies that were one and the same text. The
-    train tasks' own checks, shown to the optimizer only."""
+    returned beside the ones expected, replies that defined no function where the tests called one,
+    and failed replies that were one and the same text. The train tasks' own checks, shown to the
+    optimizer only."""
     n = len(failures)
     out: list[str] = []
     raised = Counter(e for r in failures for e in dict.fromkeys(_RAISED.findall(r.feedback)))
@@ -131,6 +134,9 @@ def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     if values:
         out.append("values given beside the ones expected: " + "; ".join(
             f"{call[:60]} {verb} {got[:60]}, expected {want[:60]}" for call, verb, got, want in values[:3]))
+    bare = sum(1 for r in failures if check_kind(r) == "undefined" and not _DEFINES.search(r.output))
+    if bare:  # what a person reads off a name that did not exist: the reply never wrote the function
+        out.append(f"{bare} of {n} failed replies defined no function at all, and the tests called one")
     for text, k in Counter(" ".join(r.output.split()) for r in failures).most_common(2):
         if k >= 2:
             out.append(f"{k} of {n} failed replies were this same text: '{text[:120]}'")
