@@ -79,9 +79,25 @@ def suite_part(doc: dict) -> list[str]:
             for fam, seed, arm, e in quoted:
                 text = " / ".join(" ".join(t.split()) for t in e["edits"])[:300]
                 out.append(f"- {fam}, split seed {seed}, {arm} ({e['origin']}): \"{text}\"")
+        if protocol == "report":
+            out += coverage_part(runs, [f for f, v in doc.get("families", {}).items() if "not_run" not in v])
         out += accumulation_part(runs)
         out.append("")
     return out
+
+
+def coverage_part(runs: list[dict], families: list[str]) -> list[str]:
+    """Where the report protocol stands, per family: the seeds run, those whose lift's interval is above
+    zero or below it, and the families with no report row yet (the issue's goal counts families)."""
+    mine = [r for r in runs if r.get("arm") == "ours" and "test_delta" in r]
+    seeds = {f: sorted({r["split_seed"] for r in mine if r["family"] == f}) for f in families}
+    above = sorted({r["family"] for r in mine if r["test_delta"]["lo"] > 0})
+    below = sorted({r["family"] for r in mine if r["test_delta"]["hi"] < 0})
+    run = "; ".join(f"{f} {', '.join(map(str, s))}" for f, s in seeds.items() if s)
+    missing = [f for f, s in seeds.items() if not s]
+    return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
+            f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
+            f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}."]
 
 
 def accumulation_part(runs: list[dict]) -> list[str]:
