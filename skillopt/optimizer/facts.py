@@ -5,7 +5,8 @@ A small optimizer model writes a concrete rule from counted facts far more often
 replies: with a reference answer, how the agent's answers differ from the expected ones
 (`answer_facts`); with code checked by running it, what the checks said (`check_kind`,
 `check_facts`): a name that did not exist, an exception, a time-out, a value beside the expected
-one, and failed replies that were one same text.
+one, replies that defined no function where the tests called one, and failed replies that were one
+same text.
 """
 
 from __future__ import annotations
