@@ -167,6 +167,7 @@ def run_peer(peer: str, benchmark: str, seed: int, budget: int, root: Path) -> d
                    reflection={"base_url": reflector.base_url + "/v1", "model": reflection_name,
                                "max_tokens": cfg.models.optimizer_max_tokens * 2})
         job_path, out_path = root / f"{peer}-{benchmark}-{seed}.job.json", root / f"{peer}-{benchmark}-{seed}.out.json"
+        root.mkdir(parents=True, exist_ok=True)  # `suite.py --gepa-only` into a fresh --work folder
         job_path.write_text(json.dumps(job))
         t0 = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
