@@ -1,7 +1,7 @@
 """How far a skill's text can move the embedded 1.5B target on the knowledge and conventions families.
 
-The development suite (perf/suite.py) has three families whose score turns on a convention of the
-data the prompt never states: squad, jeopardy and naturalqs (FAMILIES there says why each). This
+The development suite (perf/suite.py) has families whose score turns on a convention of the
+data the prompt never states: squad, jeopardy, naturalqs and boolq (FAMILIES there says why each). This
 script asks whether the best text an optimizer could write would move local:qwen2.5-coder-1.5b
 there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
 scores on the val and test splits (both development data for split seeds 0-4) three skills:
@@ -61,6 +61,7 @@ RULES = {
                 "\"What is\" or \"Who is\" before it and never a sentence.",
     "naturalqs": "The answer is a short entity in its usual form: a name, a date, a number or a title, as an "
                  "encyclopedia would write it; never a sentence or an explanation.",
+    "boolq": "The answer is the one word yes or no, as the passage decides it: never a sentence or an explanation.",
 }
 
 
@@ -70,9 +71,10 @@ def preset_config(family: str, seed: int) -> RunConfig:
 
 
 def question_of(task, family: str) -> str:
-    """The prompt without the benchmark's answer-format line; for squad, without the passage too."""
+    """The prompt without the benchmark's answer-format line, and without the passage before the question
+    (squad, boolq)."""
     text = task.prompt.removesuffix(ANSWER_FORMAT[task.metadata["scorer"]]).strip()
-    return text.rpartition("\n\n")[2].strip() if family == "squad" else text
+    return text.rpartition("\n\n")[2].strip() if text.startswith("Context:\n") else text
 
 
 def with_section(seed: Skill, section: str) -> Skill:

@@ -110,7 +110,8 @@ class GateConfig(_Frozen):
     trials: Annotated[int, Field(ge=1, le=100)] = 1  # pairs per validation task
     deterministic: Literal["auto", "on", "off"] = "auto"  # temperature 0 + seed where the target allows
     seed: int = 0  # sampling seed of deterministic rollouts
-    per_step: Count = 1  # screened candidates gated per step, best screen first
+    per_step: Count = 1  # screened candidates gated per step, best screen first, until one is accepted; they
+    # share alpha: each is tested at alpha / (the number gated), so a step's false-accept rate stays at most alpha
     noninferiority_margin: Annotated[float, Field(ge=0, lt=1)] = 0.05  # consolidation: accepted when not worse than this
     early_stop: bool = True  # False: every pair of every decision (no interim accept, no futility)
     trigger_weight: Annotated[float, Field(ge=0)] = 0.0  # agent harnesses: a pair's value is its score plus
@@ -206,6 +207,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                   # rules from the scorer's feedback stay out of the README's main job until the development
                   # suite shows they pay for their optimizer calls and screens (perf/suite.py turns them on)
                   "rules_per_step": 0},
+        # a step's second screened candidate is gated when the first is rejected (each at alpha / 2): in every
+        # mbpp-bash report row a worked example passed its screen and was never gated
+        "gate": {"per_step": 2},
         "limits": {"max_tokens": 320, "timeout_s": 300},
         # the embedded model's calls time out on its progress, never while queued (models/local/progress.py);
         # 900 s is for other servers the preset may be pointed at

@@ -196,6 +196,62 @@ def useless_reflection() -> FakeReply:
         {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
 
 
+OVERFIT = "Codes of the items seen in training are ZETA- followed by the item number."
+GENERAL = "Every code is ZETA- followed by the item number."
+
+
+class TwoPassScreens:
+    """Two reflections a step, both of which pass their screen: the first (OVERFIT) only helps the
+    train items, the second (GENERAL) every item. The screen cannot tell them apart; validation can."""
+
+    def __init__(self, train_ids: set[str]):
+        self.train_ids = train_ids
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            rule = GENERAL if "Focus of this proposal: the procedure" in user else OVERFIT
+            ids = re.findall(r"FAILED task (item-\d+)", user)
+            return FakeReply(text=json.dumps({"analysis": "codes", "edits": [
+                {"op": "add", "anchor": "", "text": rule, "rationale": "codes", "evidence": ids}]}))
+        if req.model == "fake-opt":
+            return FakeReply(text="Answer: unknown")
+        m = re.search(r"item (\d+)", user)
+        item = f"item-{int(m.group(1)):02d}" if m else ""
+        if GENERAL in req.system or (OVERFIT in req.system and item in self.train_ids):
+            return FakeReply(text=f"Answer: ZETA-{int(m.group(1))}")
+        return FakeReply(text="Answer: unknown")
+
+
+@pytest.mark.parametrize("per_step", [1, 2])
+def test_a_step_gates_its_next_screened_candidate_when_the_first_is_rejected_sharing_alpha(tmp_path, per_step):
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.benchmarks.base import SplitSizes
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(24))
+    train = {t.id for t in get_benchmark(str(data), SplitSizes(train=4, val=12, test=4)).tasks("train")}
+    with FakeModelServer(TwoPassScreens(train)) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "two", "--set", f"gate.per_step={per_step}",
+                             "--set", "train.max_reflections_per_step=2", "--set", "train.include_successes=0",
+                             "--set", "train.demonstrations=false", "--set", "train.merge=false",
+                             "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=0",
+                             "--set", "train.form_rules=false", "--set", "train.consolidate=false",
+                             val=12, train=4, epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "two"
+    cands = {c["edits"][0]["text"]: c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())}
+    assert cands[OVERFIT]["screen"]["candidate"] == [1.0] * 4 == cands[GENERAL]["screen"]["candidate"]
+    assert cands[OVERFIT]["status"] == "rejected"  # gated first (the first proposed), no better on validation
+    if per_step == 1:  # the screen passed GENERAL too, but the step gates one candidate: nothing is learned
+        assert cands[GENERAL]["status"] == "not-gated"
+        assert GENERAL not in (run / "best_skill.md").read_text()
+        assert cands[OVERFIT]["gate"]["alpha"] == 0.05
+    else:  # the next screened candidate is gated, each at half the step's alpha
+        assert cands[GENERAL]["status"] == "accepted"
+        assert GENERAL in (run / "best_skill.md").read_text()
+        assert cands[OVERFIT]["gate"]["alpha"] == cands[GENERAL]["gate"]["alpha"] == 0.025
+
+
 # demonstrations ---------------------------------------------------------------------------------------
 def test_demonstration_from_a_train_task_solved_by_the_teacher(tmp_path):
     """The target answers only with a worked example in its skill; the reflection proposes nothing

@@ -9,10 +9,12 @@ Each is a task family of its own kind (perf/suite.py says why each belongs to it
 | `jeopardy`         | `jeopardy/bpb_5shot/requests.jsonl.gz`                          | all | exact (soft: token F1) |
 | `naturalqs`        | `naturalqs_open/bpb_5shot/requests.jsonl.gz`                    | all | exact (soft: token F1) |
 | `squad`            | `squad/bpb_5shot/requests.jsonl.gz`                             | all | exact (soft: token F1) |
+| `boolq`            | `hf_datasets/boolq/none/validation/*.arrow` (BoolQ's validation split) | all | exact (soft: token F1) |
 
 Only the question (and the passage, for DROP and SQuAD) reaches the prompt; the answers stay in
 `Task.answers`. Nothing in a prompt states the answer conventions of the data (Jeopardy's bare
-noun phrases, SQuAD's shortest span, Natural Questions' short entity names): the scorer's feedback
+noun phrases, SQuAD's shortest span, Natural Questions' short entity names, BoolQ's bare "yes" or
+"no"): the scorer's feedback
 ("expected ..., got ...") is where a learner meets them.
 """
 
@@ -25,7 +27,7 @@ from functools import cache
 from pathlib import Path
 
 from skillopt.benchmarks.base import SplitSizes, Task
-from skillopt.benchmarks.builtin import _data_path, request_docs
+from skillopt.benchmarks.builtin import _data_path, read_arrow, request_docs
 from skillopt.benchmarks.qa import QABenchmark, make_task
 from skillopt.benchmarks.registry import benchmark
 from skillopt.benchmarks.scorers import parse_number
@@ -35,6 +37,7 @@ DROP_FILE = "oe_eval_tasks/drop/bpb_5shot/requests.jsonl.gz"
 JEOPARDY_FILE = "oe_eval_tasks/jeopardy/bpb_5shot/requests.jsonl.gz"
 NQ_FILE = "oe_eval_tasks/naturalqs_open/bpb_5shot/requests.jsonl.gz"
 SQUAD_FILE = "oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
+BOOLQ_DIR = "hf_datasets/boolq/none/validation"
 
 
 def _docs(what: str, rel: str, key: str) -> list[dict]:
@@ -161,3 +164,21 @@ def squad_tasks() -> tuple[Task, ...]:
            size=1000)
 def _squad(sizes: SplitSizes) -> QABenchmark:
     return QABenchmark("squad", squad_tasks, sizes, description="SQuAD spans", max_answer_tokens=128)
+
+
+@cache
+def boolq_tasks() -> tuple[Task, ...]:
+    rows = [row for f in sorted(_data_path("boolq", BOOLQ_DIR).glob("*.arrow")) for row in read_arrow(f, "boolq")]
+    tasks = []
+    for i, row in enumerate(rows):
+        question = row["question"].strip()
+        question = question[0].upper() + question[1:] + ("" if question.endswith("?") else "?")
+        tasks.append(make_task(f"boolq-{i:04d}", question, ["yes" if row["answer"] else "no"],
+                               context=row["passage"], scorer="exact"))
+    return tuple(tasks)
+
+
+@benchmark("boolq", description="BoolQ: a yes/no question over a Wikipedia passage; the answer is yes or no",
+           size=3270)
+def _boolq(sizes: SplitSizes) -> QABenchmark:
+    return QABenchmark("boolq", boolq_tasks, sizes, description="BoolQ yes/no", max_answer_tokens=128)

@@ -103,11 +103,14 @@ class PairFeed:
                 await asyncio.gather(*running.values(), return_exceptions=True)
 
 
-def gate_test(g: GateConfig, pairs: int) -> SignTest:
+def gate_test(g: GateConfig, pairs: int, share: int = 1) -> SignTest:
     """The gate's test for `pairs` validation pairs; several trials of one task are not independent
-    pairs, so those gates keep the sign test at the final look."""
-    return SignTest(planned=pairs, alpha=g.alpha, interim_alpha=g.interim_alpha, min_effect=g.min_effect,
-                    futility=g.futility, independent=g.trials == 1)
+    pairs, so those gates keep the sign test at the final look. `share`: how many candidates of one
+    step split its error rate (`gate.per_step`): each is tested at alpha / share and interim_alpha /
+    share (Bonferroni), so that the chance a step accepts a candidate that is no better stays at most
+    alpha however many it gates."""
+    return SignTest(planned=pairs, alpha=g.alpha / share, interim_alpha=g.interim_alpha / share,
+                    min_effect=g.min_effect, futility=g.futility, independent=g.trials == 1)
 
 
 def gate_jobs(tasks: Sequence[Task], trials: int, deterministic: bool, decision: int) -> list[tuple[Task, int]]:

@@ -7,7 +7,7 @@ best screened ones. Consolidation at the end of each epoch; test once at the end
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from skillopt.benchmarks.base import Benchmark, Split, Task
 from skillopt.config import RunConfig
@@ -139,23 +139,28 @@ class Trainer:
         # those that scored more on their screen first (most first), then ties that changed the replies
         ready.sort(key=lambda c: (-(c.screen.gain if c.screen else 0.0), -(c.screen.changed if c.screen else 0),
                                   len(c.edits), c.id))
+        # the best `gate.per_step` are gated in turn until one is accepted; they share the step's alpha
+        share = min(self.ctx.cfg.gate.per_step, len(ready))
         decision = None
         for i, c in enumerate(ready):
-            if i >= self.ctx.cfg.gate.per_step or (decision is not None and decision.accepted):
+            if i >= share or (decision is not None and decision.accepted):
                 c.status, c.note = "not-gated", c.note or "passed the screen"
                 continue
-            decision = await self.gate(c, skill)
+            decision = await self.gate(c, skill, share)
             self.ctx.store.write_gate(n, decision)
         return decision
 
-    async def gate(self, c: Candidate, inc_skill: Skill) -> GateDecision:
+    async def gate(self, c: Candidate, inc_skill: Skill, share: int = 1) -> GateDecision:
+        """The sequential gate of `c` against the incumbent, at alpha / `share` (the step gates `share`)."""
         st, store = self.state, self.ctx.store
         version = c.stored_version
         cand_skill = store.skill(version)
         st.decisions += 1
-        self.ctx.emit(PhaseStarted(f"gate v{version:03d}", 2 * self.settings.test.planned))  # two per pair
+        settings = self.settings if share == 1 else replace(
+            self.settings, test=gate_test(self.ctx.cfg.gate, self.settings.test.planned, share))
+        self.ctx.emit(PhaseStarted(f"gate v{version:03d}", 2 * settings.test.planned))  # two per pair
         decision = await sequential_gate(self.ctx.runner, Side(st.incumbent, inc_skill), Side(version, cand_skill),
-                                         self.val_order, self.settings, st.decisions)
+                                         self.val_order, settings, st.decisions)
         c.gate, c.status = decision, "accepted" if decision.accepted else "rejected"
         self.ctx.runner.meter.check()
         v = store.update_version(version, status=c.status, val_score=decision.candidate_score)
