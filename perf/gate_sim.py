@@ -38,6 +38,12 @@ SCENARIOS = [
     Scenario("+15, sampled, 3 trials", effect=0.15, mode="sampled", trials=3),
     Scenario("+15, deterministic, 80 tasks", tasks=80, effect=0.15, stability=0.9),
     Scenario("+30, deterministic, stability 0.9", effect=0.30, stability=0.9),
+    # two candidates gated in a step (`gate.per_step` 2), each at alpha / 2: what a gated candidate keeps
+    Scenario("no-op, deterministic, stability 0.9, alpha / 2", stability=0.9, share=2),
+    Scenario("+10, deterministic, stability 0.9", effect=0.10, stability=0.9),
+    Scenario("+10, deterministic, stability 0.9, alpha / 2", effect=0.10, stability=0.9, share=2),
+    Scenario("+15, deterministic, stability 0.9, alpha / 2", effect=0.15, stability=0.9, share=2),
+    Scenario("+30, deterministic, stability 0.9, alpha / 2", effect=0.30, stability=0.9, share=2),
     # a harmful edit
     Scenario("-15, deterministic, stability 0.9", effect=-0.15, stability=0.9, beta=(0.8, 0.5)),
 ]

@@ -38,6 +38,7 @@ class Scenario:
     stability: float = 0.9  # deterministic mode only
     beta: tuple[float, float] | None = (0.5, 0.8)  # task difficulty ~ Beta(a, b); None: coin flips (p = 0.5)
     trials: int = 1
+    share: int = 1  # candidates a step gates, sharing its alpha (`gate.per_step`): each at alpha / share
 
 
 class SimResult(BaseModel):
@@ -47,6 +48,7 @@ class SimResult(BaseModel):
     mode: str
     stability: float | None
     trials: int
+    share: int = 1
     decisions: int
     accept_rate: float
     early_stop_rate: float
@@ -74,7 +76,8 @@ def simulate(s: Scenario, test: SignTest | None = None, decisions: int = 1000, s
     planned = s.tasks * s.trials
     for _ in range(decisions):
         p, q = _probabilities(s, rng)
-        gate = SequentialGate(test or SignTest(planned=planned, independent=s.trials == 1))
+        gate = SequentialGate(test or SignTest(planned=planned, alpha=0.05 / s.share, interim_alpha=0.005 / s.share,
+                                               independent=s.trials == 1))
         if gate.test.planned != planned:
             gate = SequentialGate(SignTest(**{**gate.test.__dict__, "planned": planned}))
         order = [(i, k) for i in range(s.tasks) for k in range(s.trials)]
@@ -98,7 +101,8 @@ def simulate(s: Scenario, test: SignTest | None = None, decisions: int = 1000, s
     per_pair = 2 if s.mode == "sampled" else 1
     return SimResult(
         scenario=s.name, tasks=s.tasks, effect=s.effect, mode=s.mode,
-        stability=s.stability if s.mode == "deterministic" else None, trials=s.trials, decisions=decisions,
+        stability=s.stability if s.mode == "deterministic" else None, trials=s.trials, share=s.share,
+        decisions=decisions,
         accept_rate=round(accepted / decisions, 4), early_stop_rate=round(early / decisions, 4),
         pairs_per_decision=round(pairs_used / decisions, 2),
         rollouts_per_decision=round(per_pair * pairs_used / decisions, 2),
