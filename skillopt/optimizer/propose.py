@@ -21,6 +21,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.aggregate import aggregate, select
+from skillopt.optimizer.facts import label_facts
 from skillopt.optimizer.reflect import foci, make_minibatches, reflect
 from skillopt.optimizer.template import WORKING_FIRST, Template
 from skillopt.optimizer.types import ScoredRollout
@@ -82,8 +83,9 @@ class ReflectionProposer:
             return Proposal()
         plan = [(batches[i % len(batches)], i // len(batches), self.foci[(state.step - 1 + i) % len(self.foci)])
                 for i in range(self.count)]
+        labels = label_facts(state.scored)  # the step's closed answer set, counted over all its tasks
         self.models.meter.check()
-        reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus)
+        reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus, labels)
                                                   for (fails, wins), sample, focus in plan]))
         out = []
         for r in reflections:
@@ -93,12 +95,13 @@ class ReflectionProposer:
                                      edits=edits, rationale=r.analysis, sources=list(r.minibatch)))
         return Proposal(out, reflections)
 
-    async def _one(self, state: SearchState, fails, wins, sample: int, focus: str) -> Reflection:
+    async def _one(self, state: SearchState, fails, wins, sample: int, focus: str,
+                   labels: Sequence[str] = ()) -> Reflection:
         """One reflection; a call that failed for infrastructure reasons is tried again (up to
         `retries` times), a reply that could not be read is not."""
         for _ in range(self.retries + 1):
             r = await reflect(self.models, self.spec, state.skill, fails, wins, state.rejected, state.max_edits,
-                              self.max_tokens, self.temperature, sample=sample, focus=focus)
+                              self.max_tokens, self.temperature, sample=sample, focus=focus, labels=labels)
             if not r.transient:
                 break
         return r

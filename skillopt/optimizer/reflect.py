@@ -118,15 +118,17 @@ def reply_schema(skill: Skill, max_edits: int) -> dict:
 async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[ScoredRollout],
                   successes: list[ScoredRollout], rejected: Sequence[Edit], max_edits: int,
                   max_tokens: int | None = None, temperature: float | None = None,
-                  sample: int = 0, focus: str | None = None) -> Reflection:
+                  sample: int = 0, focus: str | None = None, labels: Sequence[str] = ()) -> Reflection:
     """One optimizer call. `sample` > 0 asks for another draw of the same prompt (a sampling seed,
     and a temperature of at least 0.8), so several reflections on one minibatch differ; `focus`
     (one of `foci(template)`) is the angle this reflection takes. Failures of code checked by running
     it come with what their checks said, counted (`facts.checked_facts`): the output of a failed test
-    is long and each failure's alone says little; counted over the minibatch, a pattern is plain."""
+    is long and each failure's alone says little; counted over the minibatch, a pattern is plain.
+    `labels`: the step's closed answer set, when it has one (`facts.label_facts`)."""
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
                     rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
-                    editable=anchor_choices(skill, editable=True), focus=focus, facts=checked_facts(failures))
+                    editable=anchor_choices(skill, editable=True), focus=focus, facts=checked_facts(failures),
+                    labels=list(labels))
     if sample:
         temperature = max(temperature or 0.0, 0.8)
     reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,

@@ -39,7 +39,9 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
-from skillopt.optimizer.facts import check_kind, counted_facts, is_numeric, normalize_answer, stated_answer
+from skillopt.optimizer.facts import (
+    check_kind, counted_facts, is_numeric, label_facts, normalize_answer, stated_answer,
+)
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
 from skillopt.optimizer.types import ScoredRollout, bounded_schema
@@ -213,7 +215,7 @@ class RuleProposer:
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
-                        facts=counted_facts(cluster.failures))
+                        facts=label_facts(state.scored) + counted_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):

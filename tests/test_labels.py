@@ -1,0 +1,101 @@
+"""A closed answer set (optimizer/facts.py `label_facts`): when a step's expected answers are a few
+labels the data reuses, the optimizer is told them, counted, and a rule may name them (the leakage
+check lets a label two shown tasks share stand); a real run where only a reflection shown the counted
+labels writes the rule the data hides, and the gate keeps it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from skillopt.benchmarks.qa import make_task
+from skillopt.edits import Edit
+from skillopt.optimizer.facts import label_facts
+from skillopt.optimizer.leakage import LeakageCheck
+from skillopt.optimizer.types import ScoredRollout
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_search import run_args
+
+
+def _scored(tid: str, reference: str, answer: str) -> ScoredRollout:
+    hard = float(answer.lower() == reference)
+    return ScoredRollout(task_id=tid, prompt=f"question {tid}", reference=reference, output=f"Answer: {answer}",
+                         hard=hard, soft=hard, feedback="correct" if hard else "wrong", summary="")
+
+
+def test_a_few_recurring_labels_are_counted_and_answers_that_mostly_differ_are_not():
+    rte = [_scored("a", "entailment", "It follows."), _scored("b", "not_entailment", "No relation"),
+           _scored("c", "entailment", "entailment"), _scored("d", "entailment", "The premise implies it"),
+           _scored("e", "not_entailment", "contradiction")]
+    assert label_facts(rte) == [
+        "the expected answers of these 5 tasks are a few labels the data reuses: 'entailment' in 3, "
+        "'not_entailment' in 2 (a rule may name these labels)",
+        "4 of 4 failed answers were none of these labels"]
+    assert label_facts([_scored(t, r, "Yes") for t, r in zip("abcd", ["yes", "no", "yes", "no"])])[1] == \
+        "0 of 2 failed answers were none of these labels"  # 'Yes' for 'no' is a label: another answer
+    trivia = [_scored(t, r, "x") for t, r in zip("abcd", ["Jane Austen", "Nile", "Jane Austen", "1861"])]
+    assert label_facts(trivia) == []  # a number among them: not a label set
+    assert label_facts([_scored(t, r, "x") for t, r in zip("abcd", ["Paris", "Nile", "Lyon", "Paris"])]) == []
+    assert label_facts([_scored(t, r, "x") for t, r in zip("abc", ["yes", "no", "yes"])]) == []  # too few tasks
+
+
+def test_a_label_two_shown_tasks_share_may_be_named_and_one_tasks_answer_may_not():
+    tasks = [make_task("t1", "Premise: A. Hypothesis: B. What is the relation?", ["not_entailment"]),
+             make_task("t2", "Premise: C. Hypothesis: D. What is the relation?", ["not_entailment"]),
+             make_task("t3", "Premise: E. Hypothesis: F. What is the relation?", ["entailment"]),
+             make_task("t4", "Who wrote Emma?", ["Jane Austen"])]
+    check = LeakageCheck(tasks, "# Skill\n")
+    assert check.check([Edit(op="add", text="Answer with the label not_entailment when it does not follow.")]) == []
+    [finding] = check.check([Edit(op="add", text="Answer entailment when it follows.")])
+    assert "reference answer 'entailment'" in str(finding)  # one shown task's answer: a copy
+    assert check.check([Edit(op="add", text="Name Jane Austen for novels.")])
+
+
+LABEL_RULE = "Answer with one label only: alpha_link or beta_link."
+
+
+class HiddenLabels:
+    """The target answers with the data's label only when its skill names both labels; the optimizer
+    writes that rule only when its reflection prompt shows the labels counted, and otherwise an edit
+    that changes nothing."""
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            self.prompts.append(user)
+            counted = "a few labels the data reuses: 'alpha_link'" in user or \
+                "a few labels the data reuses: 'beta_link'" in user
+            text = LABEL_RULE if counted else "Think about how the two sentences relate."
+            ids = re.findall(r"FAILED task (pair-\d+)", user)
+            return FakeReply(text=json.dumps({"analysis": "labels", "edits": [
+                {"op": "add", "anchor": "", "text": text, "rationale": "labels", "evidence": ids}]}))
+        if req.model == "fake-opt":
+            return FakeReply(text="Answer: unknown")
+        m = re.search(r"pair (\d+)", user)
+        if m and LABEL_RULE in req.system:
+            return FakeReply(text=f"Answer: {'alpha_link' if int(m.group(1)) % 3 else 'beta_link'}")
+        return FakeReply(text="Answer: The second sentence is related to the first.")
+
+
+def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_and_it_is_kept(tmp_path):
+    rows = [{"id": f"pair-{i:02d}", "question": f"How is the second sentence of pair {i} related to the first?",
+             "answer": "alpha_link" if i % 3 else "beta_link"} for i in range(24)]
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    script = HiddenLabels()
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "labels", "--set", "train.max_reflections_per_step=1",
+                             "--set", "train.demonstrations=false", "--set", "train.merge=false",
+                             "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=0",
+                             "--set", "train.consolidate=false", val=12, train=8, epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "labels"
+    [candidate] = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    assert candidate["origin"] == "reflection" and candidate["edits"][0]["text"] == LABEL_RULE
+    assert candidate["status"] == "accepted"  # named labels are no leak: the edit reached the gate and won
+    assert "The answers this data takes, counted over this step's tasks" in script.prompts[0]
+    summary = json.loads((run / "summary.json").read_text())["scores"]
+    assert summary["seed"]["test"]["hard"] == 0.0 and summary["best"]["test"]["hard"] == 1.0
