@@ -62,6 +62,8 @@ RULES = {
     "naturalqs": "The answer is a short entity in its usual form: a name, a date, a number or a title, as an "
                  "encyclopedia would write it; never a sentence or an explanation.",
     "boolq": "The answer is the one word yes or no, as the passage decides it: never a sentence or an explanation.",
+    "rte": "Answer with one of the two labels: entailment (the premise shows the hypothesis is true) or "
+           "not_entailment (it does not).",
 }
 
 

@@ -69,6 +69,10 @@ class TrainConfig(_Frozen):
     # a rule of answer form when >= 2 of a step's failures differ from their expected answers the same way
     # (a sentence for a bare name, words for a number): fixed wording chosen by the data (optimizer/form.py)
     form_rules: bool = True
+    # a step's closed answer set (a few short labels its tasks' expected answers reuse: entailment /
+    # not_entailment, yes / no), counted by code and shown to the reflection and rules prompts
+    # (optimizer/facts.py `label_facts`); False: not shown (the suite's `no-label-facts` arm)
+    label_facts: bool = True
     # agent harnesses only (claude-code, codex, mini-swe-agent; optimizer/agent.py): one edit per reflection over
     # failed trajectories (0: none), a numbered procedure from what passing trajectories did, a solved
     # trajectory condensed into steps (in place of the chat-style worked example)
@@ -204,9 +208,10 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "learning_rate": {"initial": 2, "final": 1, "schedule": "constant"},
                   "skill_token_cap": 800, "include_successes": 1, "consolidate": False,
                   "summary_tokens": 200, "max_reflections_per_step": 2,
-                  # rules from the scorer's feedback stay out of the README's main job until the development
-                  # suite shows they pay for their optimizer calls and screens (perf/suite.py turns them on)
-                  "rules_per_step": 0},
+                  # rules from the scorer's feedback (2 optimizer calls a step): on RTE, whose labels the
+                  # question never names, the accepted rule named them (development split seed 0: test
+                  # 0.000 -> 0.750); on GSM8K they are screened out (the development suite, perf/suite.py)
+                  "rules_per_step": 2},
         # a step's second screened candidate is gated when the first is rejected (each at alpha / 2): in every
         # mbpp-bash report row a worked example passed its screen and was never gated
         "gate": {"per_step": 2},

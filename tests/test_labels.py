@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from skillopt.benchmarks.qa import make_task
 from skillopt.edits import Edit
 from skillopt.optimizer.facts import label_facts
@@ -81,7 +83,8 @@ class HiddenLabels:
         return FakeReply(text="Answer: The second sentence is related to the first.")
 
 
-def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_and_it_is_kept(tmp_path):
+@pytest.mark.parametrize("shown", [True, False])
+def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_and_it_is_kept(tmp_path, shown):
     rows = [{"id": f"pair-{i:02d}", "question": f"How is the second sentence of pair {i} related to the first?",
              "answer": "alpha_link" if i % 3 else "beta_link"} for i in range(24)]
     data = write_jsonl(tmp_path / "pairs.jsonl", rows)
@@ -90,12 +93,18 @@ def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_an
         r = run_cli(run_args(data, srv.openai_url, "labels", "--set", "train.max_reflections_per_step=1",
                              "--set", "train.demonstrations=false", "--set", "train.merge=false",
                              "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=0",
-                             "--set", "train.consolidate=false", val=12, train=8, epochs=1), tmp_path, cli_env(tmp_path))
+                             "--set", "train.consolidate=false", "--set", f"train.label_facts={str(shown).lower()}",
+                             val=12, train=8, epochs=1), tmp_path, cli_env(tmp_path))
     assert r.returncode == 0, r.stderr
     run = tmp_path / "runs" / "labels"
     [candidate] = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())["scores"]
+    if not shown:  # the ablation switch: the labels are not counted for the optimizer, which learns nothing
+        assert "The answers this data takes" not in script.prompts[0]
+        assert candidate["edits"][0]["text"] != LABEL_RULE and candidate["status"] != "accepted"
+        assert summary["best"]["test"]["hard"] == 0.0
+        return
     assert candidate["origin"] == "reflection" and candidate["edits"][0]["text"] == LABEL_RULE
     assert candidate["status"] == "accepted"  # named labels are no leak: the edit reached the gate and won
     assert "The answers this data takes, counted over this step's tasks" in script.prompts[0]
-    summary = json.loads((run / "summary.json").read_text())["scores"]
     assert summary["seed"]["test"]["hard"] == 0.0 and summary["best"]["test"]["hard"] == 1.0

@@ -87,10 +87,11 @@ def build_proposers(ctx: Context) -> list[Proposer]:
         out.append(ReflectionProposer(
             ctx.models, ctx.optimizer, count=cfg.max_reflections_per_step, minibatch_size=cfg.minibatch_size,
             successes=cfg.include_successes, max_tokens=m.optimizer_max_tokens,
-            temperature=m.optimizer_temperature, template=tpl))
+            temperature=m.optimizer_temperature, template=tpl, labels=cfg.label_facts))
     if cfg.rules_per_step > 0:
         out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
-                                temperature=m.optimizer_temperature, examples=cfg.rule_examples))
+                                temperature=m.optimizer_temperature, examples=cfg.rule_examples,
+                                labels=cfg.label_facts))
     if cfg.form_rules:
         out.append(FormRuleProposer(examples=cfg.rule_examples))
     if cfg.answer_examples > 0:

@@ -71,8 +71,8 @@ class ReflectionProposer:
 
     def __init__(self, models: Models, spec: ModelSpec, count: int = 3, minibatch_size: int = 4,
                  successes: int = 2, max_tokens: int | None = None, temperature: float | None = None,
-                 retries: int = 2, template: Template = WORKING_FIRST):
-        self.models, self.spec, self.count, self.retries = models, spec, count, retries
+                 retries: int = 2, template: Template = WORKING_FIRST, labels: bool = True):
+        self.models, self.spec, self.count, self.retries, self.labels = models, spec, count, retries, labels
         self.foci = foci(template)
         self.minibatch_size, self.successes = minibatch_size, successes
         self.max_tokens, self.temperature = max_tokens, temperature
@@ -83,7 +83,7 @@ class ReflectionProposer:
             return Proposal()
         plan = [(batches[i % len(batches)], i // len(batches), self.foci[(state.step - 1 + i) % len(self.foci)])
                 for i in range(self.count)]
-        labels = label_facts(state.scored)  # the step's closed answer set, counted over all its tasks
+        labels = label_facts(state.scored) if self.labels else []  # the step's closed answer set, if any
         self.models.meter.check()
         reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus, labels)
                                                   for (fails, wins), sample, focus in plan]))

@@ -190,8 +190,9 @@ class RuleProposer:
     name = "rules"
 
     def __init__(self, models: Models, spec: ModelSpec, count: int = 2, max_tokens: int | None = None,
-                 temperature: float | None = None, retries: int = 2, examples: int = 2):
+                 temperature: float | None = None, retries: int = 2, examples: int = 2, labels: bool = True):
         self.models, self.spec, self.count, self.retries, self.examples = models, spec, count, retries, examples
+        self.labels = labels  # show the step's closed answer set (`facts.label_facts`)
         self.max_tokens, self.temperature = max_tokens, temperature
 
     async def propose(self, state: SearchState) -> Proposal:
@@ -215,7 +216,7 @@ class RuleProposer:
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
-                        facts=label_facts(state.scored) + counted_facts(cluster.failures))
+                        facts=(label_facts(state.scored) if self.labels else []) + counted_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):
