@@ -95,9 +95,15 @@ def coverage_part(runs: list[dict], families: list[str]) -> list[str]:
     below = sorted({r["family"] for r in mine if r["test_delta"]["hi"] < 0})
     run = "; ".join(f"{f} {', '.join(map(str, s))}" for f, s in seeds.items() if s)
     missing = [f for f, s in seeds.items() if not s]
+    kinds: dict[str, int] = {}
+    for r in mine:
+        for e in r.get("accepted_edits", []):
+            kinds[e["origin"]] = kinds.get(e["origin"], 0) + 1
+    by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
     return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
             f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
-            f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}."]
+            f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}. "
+            f"Accepted edits in these rows, by kind: {by_kind}."]
 
 
 def accumulation_part(runs: list[dict]) -> list[str]:
