@@ -509,9 +509,11 @@ def requant_part(doc: dict | None) -> list[str]:
 def quick_time_part(doc: dict, local: dict | None) -> list[str]:
     """The README's main job, timed as a new user runs it (perf/quick_time.py): minutes per machine state,
     where the time goes, and the floor the measured generation rate sets."""
-    runs = [r for r in doc.get("runs", []) if not r.get("label")]  # the code as it is; labelled rows compare settings
+    # the code as it is; labelled rows compare settings, superseded ones ran a preset that has since changed
+    runs = [r for r in doc.get("runs", []) if not r.get("label") and not r.get("superseded")]
     if not runs:
         return []
+    older = [r for r in doc.get("runs", []) if r.get("superseded") and not r.get("label")]
     states = list(dict.fromkeys(r["state"] for r in runs))
     out = [GENERATED, ""]
     rows = []
@@ -527,6 +529,11 @@ def quick_time_part(doc: dict, local: dict | None) -> list[str]:
             "one-core-busy: beside a process that keeps one CPU busy):", ""]
     out += table(["machine state", "1-min load, start -> end", "wall", "runs", "test, seed -> best", "rollouts run", "generated tokens",
                   "commit"], rows) + [""]
+    for why in dict.fromkeys(r["superseded"] for r in older):
+        mine = [r for r in older if r["superseded"] == why]
+        out += [f"Measured before the preset changed ({why}): " + "; ".join(
+            f"{r['state']} {r['minutes']} min at {r['code']} (test {r['seed_test']:.3f} -> {r['best_test']:.3f})"
+            for r in mine) + ".", ""]
     ref = next((r for r in runs if r["state"] == "idle"), runs[0])
     busy = next((r for r in runs if r["state"] == "one-core-busy"), None)
     if busy and ref is not busy:
