@@ -124,6 +124,7 @@ def fresh_cache(root: Path) -> Path:
     cache = root / "cache"
     cache.mkdir(parents=True, exist_ok=True)
     if not (cache / "models").exists():
+        default_cache_dir().mkdir(parents=True, exist_ok=True)  # a fresh machine has none yet: the run writes it
         (cache / "models").symlink_to(default_cache_dir())
     return cache
 
