@@ -69,8 +69,9 @@ class HiddenLabels:
         user = req.last_user_text
         if "You improve a skill" in user:
             self.prompts.append(user)
-            counted = "a few labels the data reuses: 'alpha_link'" in user or \
-                "a few labels the data reuses: 'beta_link'" in user
+            counted = ("a few labels the data reuses: 'alpha_link'" in user or
+                       "a few labels the data reuses: 'beta_link'" in user) and \
+                "are the data's own labels, not one\n  task's answer" in user  # and told it may name them
             text = LABEL_RULE if counted else "Think about how the two sentences relate."
             ids = re.findall(r"FAILED task (pair-\d+)", user)
             return FakeReply(text=json.dumps({"analysis": "labels", "edits": [
