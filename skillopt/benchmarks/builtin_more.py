@@ -190,17 +190,24 @@ def _boolq(sizes: SplitSizes) -> QABenchmark:
     return QABenchmark("boolq", boolq_tasks, sizes, description="BoolQ yes/no", max_answer_tokens=128)
 
 
+def _sentence_pairs(name: str, rel: str, labels: tuple[str, ...], first: str, second: str,
+                    question: str) -> tuple[Task, ...]:
+    """A GLUE sentence-pair set as tasks: both sentences, then a question that never names the labels;
+    the answer is the row's label name."""
+    rows = [row for f in sorted(_data_path(name, rel).glob("*.arrow")) for row in read_arrow(f, name)]
+    return tuple(make_task(f"{name}-{int(row['idx']):03d}",
+                           f"{first}: {row['sentence1'].strip()}\n{second}: {row['sentence2'].strip()}\n\n{question}",
+                           [labels[int(row["label"])]], scorer="exact") for row in rows)
+
+
 @cache
 def rte_tasks() -> tuple[Task, ...]:
     """GLUE's RTE: does a premise show its hypothesis true? The answer is the data's label for the relation,
     `entailment` or `not_entailment`, and the question never names them: a label set a skill can carry
     once the scorer's feedback has shown it (what a user's own classification set with unstated label
     names looks like)."""
-    rows = [row for f in sorted(_data_path("rte", RTE_DIR).glob("*.arrow")) for row in read_arrow(f, "rte")]
-    return tuple(make_task(f"rte-{int(row['idx']):03d}",
-                           f"Premise: {row['sentence1'].strip()}\nHypothesis: {row['sentence2'].strip()}\n\n"
-                           "What is the relation of the hypothesis to the premise?",
-                           [RTE_LABELS[int(row["label"])]], scorer="exact") for row in rows)
+    return _sentence_pairs("rte", RTE_DIR, RTE_LABELS, "Premise", "Hypothesis",
+                           "What is the relation of the hypothesis to the premise?")
 
 
 @benchmark("rte", description="RTE (GLUE): the relation of a hypothesis to a premise, as the data's label "
@@ -214,11 +221,8 @@ def mrpc_tasks() -> tuple[Task, ...]:
     """GLUE's MRPC: do two sentences from the news say the same thing? The answer is the data's label,
     `equivalent` or `not_equivalent`, which the question never names (RTE's kind of hidden label set, on
     other data and other labels)."""
-    rows = [row for f in sorted(_data_path("mrpc", MRPC_DIR).glob("*.arrow")) for row in read_arrow(f, "mrpc")]
-    return tuple(make_task(f"mrpc-{int(row['idx']):03d}",
-                           f"Sentence 1: {row['sentence1'].strip()}\nSentence 2: {row['sentence2'].strip()}\n\n"
-                           "What is the relation between the two sentences?",
-                           [MRPC_LABELS[int(row["label"])]], scorer="exact") for row in rows)
+    return _sentence_pairs("mrpc", MRPC_DIR, MRPC_LABELS, "Sentence 1", "Sentence 2",
+                           "What is the relation between the two sentences?")
 
 
 @benchmark("mrpc", description="MRPC (GLUE): whether two news sentences say the same thing, as the data's label "
