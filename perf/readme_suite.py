@@ -100,10 +100,17 @@ def coverage_part(runs: list[dict], families: list[str]) -> list[str]:
         for e in r.get("accepted_edits", []):
             kinds[e["origin"]] = kinds.get(e["origin"], 0) + 1
     by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
+    versus = [(r["family"], r["gepa"]["ours_minus_gepa"]) for r in mine
+              if (r.get("gepa") or {}).get("ours_minus_gepa")]
+    ahead = sorted({f for f, d in versus if d["lo"] > 0})
+    behind = sorted({f for f, d in versus if d["hi"] < 0})
+    gepa = (f" GEPA 0.1.4 beside {len(versus)} of these rows ({len({f for f, _ in versus})} families): ours ahead "
+            f"(paired interval above zero) in {len(ahead)} ({', '.join(ahead) or 'none'}), behind in {len(behind)}"
+            f"{' (' + ', '.join(behind) + ')' if behind else ''}." if versus else "")
     return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
             f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
             f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}. "
-            f"Accepted edits in these rows, by kind: {by_kind}."]
+            f"Accepted edits in these rows, by kind: {by_kind}.{gepa}"]
 
 
 def accumulation_part(runs: list[dict]) -> list[str]:
