@@ -103,6 +103,7 @@ ARMS: dict[str, list[str]] = {
     "no-rule-examples": [*METHOD, "train.rule_examples=0"],  # rules without the train answers they quote
     "no-form-rules": [*METHOD, "train.form_rules=false"],  # no rule of answer form read off by code
     "no-label-facts": [*METHOD, "train.label_facts=false"],  # the closed answer set not counted for the optimizer
+    "label-rule": [*METHOD, "train.label_rule=true"],  # code names the closed answer set in a rule (optimizer/form.py)
     # short-answer train questions shown with their expected answers (optimizer/answers.py)
     "answer-examples": [*METHOD, "train.answer_examples=4"],
 }

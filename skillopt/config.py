@@ -73,6 +73,9 @@ class TrainConfig(_Frozen):
     # not_entailment, yes / no), counted by code and shown to the reflection and rules prompts
     # (optimizer/facts.py `label_facts`); False: not shown (the suite's `no-label-facts` arm)
     label_facts: bool = True
+    # with a closed answer set, a rule naming its labels as the data writes them, proposed by code when >= 2
+    # of a step's failures answered none of them (optimizer/form.py; candidate kind `label-rule`)
+    label_rule: bool = False
     # agent harnesses only (claude-code, codex, mini-swe-agent; optimizer/agent.py): one edit per reflection over
     # failed trajectories (0: none), a numbered procedure from what passing trajectories did, a solved
     # trajectory condensed into steps (in place of the chat-style worked example)

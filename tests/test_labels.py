@@ -109,3 +109,38 @@ def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_an
     assert candidate["status"] == "accepted"  # named labels are no leak: the edit reached the gate and won
     assert "The answers this data takes, counted over this step's tasks" in script.prompts[0]
     assert summary["seed"]["test"]["hard"] == 0.0 and summary["best"]["test"]["hard"] == 1.0
+
+
+def test_code_names_the_label_set_in_a_rule_when_failures_answer_outside_it_and_only_when_asked():
+    import asyncio
+
+    from skillopt.optimizer.form import LABEL_ORIGIN, FormRuleProposer
+    from skillopt.optimizer.propose import SearchState
+    from skillopt.skill import Skill
+
+    seed = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nDo it.\n")
+    scored = [_scored("a", "not_equivalent", "They differ."), _scored("b", "equivalent", "Same meaning"),
+              _scored("c", "equivalent", "equivalent"), _scored("d", "not_equivalent", "not equivalent"),
+              _scored("e", "equivalent", "not_equivalent")]
+
+    def propose(**kw):
+        state = SearchState(step=1, version=0, skill=seed, scored=scored, tasks={}, rejected=[])
+        return asyncio.run(FormRuleProposer(**kw).propose(state)).candidates
+
+    [c] = propose(label_rule=True)
+    assert c.origin == LABEL_ORIGIN
+    # the labels as the data writes them (underscore kept), most frequent first; the evidence is the three
+    # failed answers that were no label ("not equivalent" is a phrase, not the label)
+    assert "Answer with exactly one of these labels, written exactly as shown: 'equivalent', 'not_equivalent'." \
+        in c.edits[0].text
+    assert c.sources == ["a", "b", "d"]
+    assert propose(label_rule=False) == []  # off by default: the form rules alone find no difference of form here
+    tasks = [make_task(t, f"Sentence pair {t}. What is the relation?", [r.reference]) for t, r in zip("abcde", scored)]
+    assert LeakageCheck(tasks, "# Skill\n").check(c.edits) == []  # labels two shown tasks share are no leak
+    one = [_scored("a", "equivalent", "Same"), *[_scored(t, "equivalent", "equivalent") for t in "bcd"]]
+    state = SearchState(step=1, version=0, skill=seed, scored=one, tasks={}, rejected=[])
+    assert asyncio.run(FormRuleProposer(label_rule=True).propose(state)).candidates == []  # one failure: no rule
+    same = [_scored(t, "equivalent", "They say the same.") for t in "abcdefgh"]
+    state = SearchState(step=1, version=0, skill=seed, scored=same, tasks={}, rejected=[])
+    # a batch whose tasks all expect one answer is no label set: no rule "answer 'equivalent'" (a constant)
+    assert asyncio.run(FormRuleProposer(label_rule=True).propose(state)).candidates == [] and label_facts(same) == []

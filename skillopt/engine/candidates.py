@@ -92,8 +92,8 @@ def build_proposers(ctx: Context) -> list[Proposer]:
         out.append(RuleProposer(ctx.models, ctx.optimizer, count=cfg.rules_per_step, max_tokens=m.optimizer_max_tokens,
                                 temperature=m.optimizer_temperature, examples=cfg.rule_examples,
                                 labels=cfg.label_facts))
-    if cfg.form_rules:
-        out.append(FormRuleProposer(examples=cfg.rule_examples))
+    if cfg.form_rules or cfg.label_rule:
+        out.append(FormRuleProposer(examples=cfg.rule_examples, forms=cfg.form_rules, label_rule=cfg.label_rule))
     if cfg.answer_examples > 0:
         out.append(AnswerExamplesProposer(cfg.answer_examples))
     agent = discovers_skill(ctx.runner.harness)

@@ -90,22 +90,38 @@ def label_facts(scored: Sequence[ScoredRollout]) -> list[str]:
     cannot guess; naming them is a rule for every task, not a copy of one task's answer (the leakage
     check agrees: `LeakageCheck` lets an answer two shown tasks share stand). Nothing when the answers
     are numbers, hold alternatives, or mostly differ."""
+    found = closed_labels(scored)
+    if not found:
+        return []
     rows = [r for r in scored if not r.error and r.reference.strip()]
-    refs = [r.reference.strip() for r in rows]
+    labels = ", ".join(f"'{label}' in {c}" for label, c in found)
+    failed = [r for r in rows if r.failed]
+    out = [f"the expected answers of these {len(rows)} tasks are a few labels the data reuses: {labels} "
+           "(a rule may name these labels)"]
+    if failed:
+        out.append(f"{len(outside_labels(failed, found))} of {len(failed)} failed answers were none of these labels")
+    return out
+
+
+def closed_labels(scored: Sequence[ScoredRollout]) -> list[tuple[str, int]]:
+    """The step's closed answer set (see `label_facts`): each label as the data writes it, with how many
+    of the tasks expect it, most frequent first; [] when the expected answers are no such set."""
+    refs = [r.reference.strip() for r in scored if not r.error and r.reference.strip()]
     if len(refs) < 4 or any(" | " in x or is_numeric(x) or len(x.split()) > MAX_LABEL_WORDS for x in refs):
         return []
     counts = Counter(normalize_text(x) for x in refs)
-    if len(counts) > len(refs) // 2 or counts.most_common(1)[0][1] < 2:
+    # one answer for every task is no label set, only a batch that happened to agree (seen on MRPC: a step of
+    # 8 `equivalent` pairs became "answer with 'equivalent'", a constant answer)
+    if not 2 <= len(counts) <= len(refs) // 2 or counts.most_common(1)[0][1] < 2:
         return []
     shown = {normalize_text(x): x for x in reversed(refs)}  # each label as the data writes it
-    labels = ", ".join(f"'{shown[k]}' in {c}" for k, c in counts.most_common())
-    failed = [r for r in rows if r.failed]
-    out = [f"the expected answers of these {len(refs)} tasks are a few labels the data reuses: {labels} "
-           "(a rule may name these labels)"]
-    if failed:
-        outside = sum(1 for r in failed if normalize_text(stated_answer(r.output)) not in counts)
-        out.append(f"{outside} of {len(failed)} failed answers were none of these labels")
-    return out
+    return [(shown[k], c) for k, c in counts.most_common()]
+
+
+def outside_labels(failed: Sequence[ScoredRollout], labels: Sequence[tuple[str, int]]) -> list[ScoredRollout]:
+    """The failed rollouts whose stated answer is none of the labels."""
+    known = {normalize_text(label) for label, _ in labels}
+    return [r for r in failed if normalize_text(stated_answer(r.output)) not in known]
 
 
 def stated_answer(output: str) -> str:

@@ -11,6 +11,11 @@ What is learned here is which convention the data holds, and its examples; the w
 rule is fixed below (`FORMS`). So a lift from this proposer is attributed to its own candidate
 kind, `form-rule`, never to reflection, and `train.form_rules=false` turns it off (the suite's
 `no-form-rules` arm). It costs no optimizer call: only the screen and the gate's rollouts.
+
+With `label_rule` (`train.label_rule`, the suite's `label-rule` arm) it also proposes, when the step's
+expected answers are a closed label set (`facts.closed_labels`) and at least `min_count` failed answers
+were none of the labels, one rule naming the labels as the data writes them: its own candidate kind,
+`label-rule` (the labels are learned from the data; the sentence around them is fixed here).
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import re
 from collections.abc import Sequence
 
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.facts import is_numeric, normalize_answer, stated_answer
+from skillopt.optimizer.facts import closed_labels, is_numeric, normalize_answer, outside_labels, stated_answer
 from skillopt.optimizer.rules import rule_edit, rules_in, with_examples
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.record import Candidate, Reflection
 
 ORIGIN = "form-rule"
+LABEL_ORIGIN = "label-rule"
+LABEL_RULE = "Answer with exactly one of these labels, written exactly as shown: {labels}."
 
 # how a failed answer differs from its expected one -> the instruction that undoes the difference
 FORMS: dict[str, str] = {
@@ -76,21 +83,35 @@ class FormRuleProposer:
 
     name = "form-rules"
 
-    def __init__(self, min_count: int = 2, examples: int = 2):
-        self.min_count, self.examples = min_count, examples
+    def __init__(self, min_count: int = 2, examples: int = 2, forms: bool = True, label_rule: bool = False):
+        self.min_count, self.examples, self.forms, self.label_rule = min_count, examples, forms, label_rule
 
     async def propose(self, state: SearchState) -> Proposal:
         failures = [r for r in state.scored if r.failed and not r.error]
-        found = dominant_form(failures, self.min_count)
-        if found is None:
-            return Proposal()
-        kind, members = found
-        rule = FORMS[kind]
+        out = Proposal()
+        found = dominant_form(failures, self.min_count) if self.forms else None
+        if found is not None:
+            kind, members = found
+            why = f"{kind}: {len(members)} of {len(failures)} failed answers differ from the expected ones this way"
+            self._add(out, state, ORIGIN, FORMS[kind], with_examples(FORMS[kind], members, self.examples), why, members)
+        labels = closed_labels(state.scored) if self.label_rule else []
+        outside = outside_labels(failures, labels) if labels else []
+        if len(outside) >= self.min_count:
+            rule = LABEL_RULE.format(labels=", ".join(f"'{label}'" for label, _ in labels))
+            why = (f"labels: the step's expected answers are {len(labels)} labels, and {len(outside)} of "
+                   f"{len(failures)} failed answers were none of them")
+            self._add(out, state, LABEL_ORIGIN, rule, rule, why, outside)
+        return out
+
+    @staticmethod
+    def _add(out: Proposal, state: SearchState, origin: str, rule: str, text: str, why: str,
+             members: Sequence[ScoredRollout]) -> None:
+        """One candidate adding `text` to the rules section, unless the skill holds `rule` already or the
+        gate or the screen turned it down."""
+        if any(rule in t for t in [e.text for e in state.rejected] + rules_in(state.skill)):
+            return
         ids = [r.task_id for r in members]
-        if any(rule in text for text in [e.text for e in state.rejected] + rules_in(state.skill)):
-            return Proposal()  # the skill has this rule, or the gate or the screen turned it down
-        why = f"{kind}: {len(members)} of {len(failures)} failed answers differ from the expected ones this way"
-        edit = rule_edit(state.skill, with_examples(rule, members, self.examples), why, ids)
-        candidate = Candidate(id="", step=state.step, origin=ORIGIN, parent=state.version, edits=[edit],
-                              rationale=why, sources=ids)
-        return Proposal([candidate], [Reflection(minibatch=ids, edits=[edit], analysis=why)])
+        edit = rule_edit(state.skill, text, why, ids)
+        out.candidates.append(Candidate(id="", step=state.step, origin=origin, parent=state.version, edits=[edit],
+                                        rationale=why, sources=ids))
+        out.reflections.append(Reflection(minibatch=ids, edits=[edit], analysis=why))
