@@ -1,5 +1,5 @@
-"""A closed answer set (optimizer/facts.py `label_facts`): when a step's expected answers are a few
-labels the data reuses, the optimizer is told them, counted, and a rule may name them (the leakage
+"""A closed answer set (optimizer/facts.py `label_facts`): when the train split's expected answers are a
+few labels the data reuses, the optimizer is told them, counted, and a rule may name them (the leakage
 check lets a label two shown tasks share stand); a real run where only a reflection shown the counted
 labels writes the rule the data hides, and the gate keeps it."""
 
@@ -31,7 +31,7 @@ def test_a_few_recurring_labels_are_counted_and_answers_that_mostly_differ_are_n
            _scored("c", "entailment", "entailment"), _scored("d", "entailment", "The premise implies it"),
            _scored("e", "not_entailment", "contradiction")]
     assert label_facts(rte) == [
-        "the expected answers of these 5 tasks are a few labels the data reuses: 'entailment' in 3, "
+        "the expected answers of 5 train tasks are a few labels the data reuses: 'entailment' in 3, "
         "'not_entailment' in 2 (a rule may name these labels)",
         "4 of 4 failed answers were none of these labels"]
     assert label_facts([_scored(t, r, "Yes") for t, r in zip("abcd", ["yes", "no", "yes", "no"])])[1] == \
@@ -91,11 +91,13 @@ def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_an
     data = write_jsonl(tmp_path / "pairs.jsonl", rows)
     script = HiddenLabels()
     with FakeModelServer(script) as srv:
-        r = run_cli(run_args(data, srv.openai_url, "labels", "--set", "train.max_reflections_per_step=1",
-                             "--set", "train.demonstrations=false", "--set", "train.merge=false",
-                             "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=0",
-                             "--set", "train.consolidate=false", "--set", f"train.label_facts={str(shown).lower()}",
-                             val=12, train=8, epochs=1), tmp_path, cli_env(tmp_path))
+        args = run_args(data, srv.openai_url, "labels", "--set", "train.max_reflections_per_step=1",
+                        "--set", "train.demonstrations=false", "--set", "train.merge=false",
+                        "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=0",
+                        "--set", "train.consolidate=false", "--set", f"train.label_facts={str(shown).lower()}",
+                        val=12, train=8, epochs=1)
+        args[args.index("--batch-size") + 1] = "4"  # two steps of 4 over a train split of 8
+        r = run_cli(args, tmp_path, cli_env(tmp_path))
     assert r.returncode == 0, r.stderr
     run = tmp_path / "runs" / "labels"
     [candidate] = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
@@ -107,7 +109,10 @@ def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_an
         return
     assert candidate["origin"] == "reflection" and candidate["edits"][0]["text"] == LABEL_RULE
     assert candidate["status"] == "accepted"  # named labels are no leak: the edit reached the gate and won
-    assert "The answers this data takes, counted over this step's tasks" in script.prompts[0]
+    assert "The answers this data takes, counted over the train tasks" in script.prompts[0]
+    # counted over the whole train split (8 tasks), not the step's batch of 4
+    assert "the expected answers of 8 train tasks are a few labels" in script.prompts[0]
+    assert len(json.loads((run / "steps" / "0001" / "batch.json").read_text())["tasks"]) == 4
     assert summary["seed"]["test"]["hard"] == 0.0 and summary["best"]["test"]["hard"] == 1.0
 
 
@@ -144,3 +149,79 @@ def test_code_names_the_label_set_in_a_rule_when_failures_answer_outside_it_and_
     state = SearchState(step=1, version=0, skill=seed, scored=same, tasks={}, rejected=[])
     # a batch whose tasks all expect one answer is no label set: no rule "answer 'equivalent'" (a constant)
     assert asyncio.run(FormRuleProposer(label_rule=True).propose(state)).candidates == [] and label_facts(same) == []
+
+
+def test_the_label_set_is_counted_over_the_train_split_when_a_step_holds_one_label():
+    """MRPC's steps of 8 often expect one label only (two thirds of its pairs are `equivalent`): counted
+    over the step, there was no label set and nothing named `not_equivalent`; counted over the train
+    split, which the optimizer may read, the set is whole, code's rule names both labels, and the leakage
+    check lets a label the shown tasks hold once (or never) stand."""
+    import asyncio
+
+    from skillopt.optimizer.facts import closed_labels
+    from skillopt.optimizer.form import FormRuleProposer
+    from skillopt.optimizer.propose import SearchState
+    from skillopt.skill import Skill
+
+    seed = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nDo it.\n")
+    step = [_scored(t, "equivalent", "They say the same.") for t in "abcdefgh"]
+    split = ["equivalent"] * 16 + ["not_equivalent"] * 8
+    assert label_facts(step) == []  # the step alone: one answer, no label set
+    assert label_facts(step, split) == [
+        "the expected answers of 24 train tasks are a few labels the data reuses: 'equivalent' in 16, "
+        "'not_equivalent' in 8 (a rule may name these labels)",
+        "8 of 8 failed answers were none of these labels"]
+    state = SearchState(step=1, version=0, skill=seed, scored=step, tasks={}, rejected=[], answers=split)
+    [c] = asyncio.run(FormRuleProposer(label_rule=True).propose(state)).candidates
+    assert "written exactly as shown: 'equivalent', 'not_equivalent'." in c.edits[0].text
+    # a label the step's tasks hold once is one task's answer to the leakage check, unless it is told the
+    # split's label set ('not_equivalent' would pass anyway: its word 'equivalent' is a label the step shares)
+    tasks = [make_task(t, f"Sentence pair {t}. What is the relation?", ["same"]) for t in "abcdefg"]
+    tasks.append(make_task("h", "Sentence pair h. What is the relation?", ["different"]))
+    rule = [Edit(op="add", text="Answer with exactly one of these labels: 'same', 'different'.")]
+    assert "reference answer 'different'" in str(LeakageCheck(tasks, "# Skill\n").check(rule)[0])
+    assert LeakageCheck(tasks, "# Skill\n", labels=["same", "different"]).check(rule) == []
+    # trivia over a whole split: answers that recur now and then are no label set
+    trivia = ["Paris", "Paris", "Nile", "Nile", "Rome", "Oslo", "Lima", "Cairo", "Kyiv", "Bern", "Riga", "Doha"]
+    assert closed_labels(trivia) == []
+    assert closed_labels(["A", "B", "C", "D"] * 6) == [("A", 6), ("B", 6), ("C", 6), ("D", 6)]  # choices are labels
+
+
+class LabelRules(HiddenLabels):
+    """Reflections change nothing; the rules proposer states the label set only when its prompt puts the
+    failures in the `no-label` cluster (answers that were none of the data's labels)."""
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You improve a skill" in user:
+            return FakeReply(text=json.dumps({"analysis": "-", "edits": [
+                {"op": "add", "anchor": "", "text": "Think about how the two sentences relate.", "rationale": "-",
+                 "evidence": []}]}))
+        if "You keep the rules of a skill" in user:
+            self.prompts.append(user)
+            rule = LABEL_RULE if "was not among the labels counted below" in user else "Read both sentences twice."
+            return FakeReply(text=json.dumps({"pattern": "labels", "rule": rule}))
+        return super().__call__(req)
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_failures_that_answer_none_of_the_labels_are_one_cluster_and_its_rule_names_them(tmp_path, shown):
+    rows = [{"id": f"pair-{i:02d}", "question": f"How is the second sentence of pair {i} related to the first?",
+             "answer": "alpha_link" if i % 3 else "beta_link"} for i in range(24)]
+    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    script = LabelRules()
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "rules", "--set", "train.max_reflections_per_step=1",
+                             "--set", "train.demonstrations=false", "--set", "train.merge=false",
+                             "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=1",
+                             "--set", "train.consolidate=false", "--set", f"train.label_facts={str(shown).lower()}",
+                             val=12, train=8, epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / "rules"
+    [rules] = [c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text()) if c["origin"] == "rules"]
+    best = json.loads((run / "summary.json").read_text())["scores"]["best"]["test"]["hard"]
+    if not shown:  # the labels not counted: no such cluster, and the rule written says nothing of them
+        assert "not among the labels" not in script.prompts[0] and rules["status"] != "accepted" and best == 0.0
+        return
+    assert "'alpha_link' in" in script.prompts[0] and "8 of 8 failed answers were none of these labels" in script.prompts[0]
+    assert LABEL_RULE in rules["edits"][0]["text"] and rules["status"] == "accepted" and best == 1.0

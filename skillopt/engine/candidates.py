@@ -155,16 +155,19 @@ async def propose_all(proposers: list[Proposer], state: SearchState, emit: Emitt
     return Proposal(candidates, reflections)
 
 
-def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill) -> list[LeakFinding]:
+def leaks(c: Candidate, edits: list[Edit], shown: list[Task], skill: Skill,
+          labels: Sequence[str] = ()) -> list[LeakFinding]:
     """What the candidate's edits copy from the train tasks the optimizer was shown. A worked
     example quotes its own train task by design (its evidence), and nothing else: never another
-    task's text, and never a task that is not a train task of this step."""
+    task's text, and never a task that is not a train task of this step. `labels`: the train split's
+    closed answer set, which any edit may name."""
     if c.origin in RULES:  # the rule itself is checked in full; the answers it quotes are its own evidence
         ruled = [e.model_copy(update={"text": split_quotes(e.text)[0]}) for e in edits]
         quoted = [e.model_copy(update={"text": split_quotes(e.text)[1]}) for e in edits]
-        return LeakageCheck(shown, skill.render()).check(ruled) or _own_evidence_only(quoted, shown, skill)
+        return (LeakageCheck(shown, skill.render(), labels=labels).check(ruled)
+                or _own_evidence_only(quoted, shown, skill))
     if c.origin not in WORKED:
-        return LeakageCheck(shown, skill.render()).check(edits)
+        return LeakageCheck(shown, skill.render(), labels=labels).check(edits)
     return _own_evidence_only(edits, shown, skill)
 
 
@@ -186,7 +189,7 @@ class Preparer:
     def __init__(self, ctx: Context):
         self.ctx = ctx
 
-    def prepare(self, c: Candidate, skill: Skill, shown: list[Task]) -> None:
+    def prepare(self, c: Candidate, skill: Skill, shown: list[Task], labels: Sequence[str] = ()) -> None:
         cfg, store = self.ctx.cfg, self.ctx.store
         edits = list(c.edits)
         if c.origin in INSTRUCTED:
@@ -197,7 +200,7 @@ class Preparer:
                 return
             edits = worded
         if cfg.train.leakage_check and c.origin not in EXEMPT:
-            findings = leaks(c, edits, shown, skill)
+            findings = leaks(c, edits, shown, skill, labels)
             c.leakage = [str(f) for f in findings]
             leaked = {f.edit for f in findings}
             edits = [e for i, e in enumerate(edits) if i not in leaked]

@@ -20,6 +20,7 @@ from skillopt.harness.base import discovers_skill
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.consolidate import consolidate
+from skillopt.optimizer.facts import closed_labels
 from skillopt.optimizer.schedule import make_schedule
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.types import ScoredRollout
@@ -55,6 +56,10 @@ class Trainer:
         cfg = ctx.cfg
         self.tasks = {"train": list(ctx.benchmark.tasks("train")), "val": list(ctx.benchmark.tasks("val"))}
         self.val_order = list(self.tasks["val"])
+        # the train split's expected answers: a closed label set is counted over them (`facts.label_facts`),
+        # and its labels are the data's vocabulary, which the leakage check lets an edit name
+        self.answers = [t.reference for t in self.tasks["train"]]
+        self.labels = [label for label, _ in closed_labels(self.answers)]
         random.Random(cfg.splits.seed * 7919 + 17).shuffle(self.val_order)  # the gate's fixed order
         lr = cfg.train.learning_rate
         self.schedule = make_schedule(lr.schedule, lr.initial, lr.final)
@@ -104,13 +109,13 @@ class Trainer:
         lr = self.schedule(n - 1, self.total_steps)
         search = SearchState(step=n, version=inc, skill=skill, scored=scored, tasks=by_id,
                              rejected=list(self.state.ledger.rejected), max_edits=lr, pool=self.state.pool,
-                             ledger=self.state.ledger)
+                             ledger=self.state.ledger, answers=self.answers)
         self.ctx.runner.meter.check()
         proposal = await propose_all(self.proposers, search, self.ctx.emit)
         candidates = proposal.candidates
         store.write_reflections(n, proposal.reflections)
         for c in candidates:
-            self.preparer.prepare(c, skill, list(by_id.values()))
+            self.preparer.prepare(c, skill, list(by_id.values()), self.labels)
         incumbent_train = {r.task_id: r for r in records}
         for c in candidates:
             if c.status == "proposed":

@@ -81,38 +81,48 @@ def answer_facts(failures: Sequence[ScoredRollout]) -> list[str]:
 
 
 MAX_LABEL_WORDS = 3  # a label is a short text answer: "entailment", "not_entailment", "yes"
+MAX_LABELS = 12  # a label set a rule can name whole
 
 
-def label_facts(scored: Sequence[ScoredRollout]) -> list[str]:
-    """A closed answer set, counted over a step's tasks (passed and failed): when their expected answers
-    are a few short text labels that recur (`entailment` / `not_entailment`, `yes` / `no`, a user's own
-    categories), the labels are the data's vocabulary, which no prompt may state and which the agent
-    cannot guess; naming them is a rule for every task, not a copy of one task's answer (the leakage
-    check agrees: `LeakageCheck` lets an answer two shown tasks share stand). Nothing when the answers
-    are numbers, hold alternatives, or mostly differ."""
-    found = closed_labels(scored)
+def label_facts(scored: Sequence[ScoredRollout], references: Sequence[str] | None = None) -> list[str]:
+    """A closed answer set: when the expected answers of the train tasks (`references`: the whole train
+    split's, which the optimizer may read; else this step's) are a few short text labels that recur
+    (`entailment` / `not_entailment`, `yes` / `no`, a user's own categories), the labels are the data's
+    vocabulary, which no prompt may state and which the agent cannot guess; naming them is a rule for
+    every task, not a copy of one task's answer (the leakage check agrees: `LeakageCheck` takes the
+    labels). Then how many of this step's failed answers were none of them. Nothing when the answers are
+    numbers, hold alternatives, or mostly differ."""
+    refs = step_references(scored) if references is None else [x.strip() for x in references if x.strip()]
+    found = closed_labels(refs)
     if not found:
         return []
-    rows = [r for r in scored if not r.error and r.reference.strip()]
     labels = ", ".join(f"'{label}' in {c}" for label, c in found)
-    failed = [r for r in rows if r.failed]
-    out = [f"the expected answers of these {len(rows)} tasks are a few labels the data reuses: {labels} "
+    out = [f"the expected answers of {len(refs)} train tasks are a few labels the data reuses: {labels} "
            "(a rule may name these labels)"]
+    failed = [r for r in scored if r.failed and not r.error and r.reference.strip()]
     if failed:
         out.append(f"{len(outside_labels(failed, found))} of {len(failed)} failed answers were none of these labels")
     return out
 
 
-def closed_labels(scored: Sequence[ScoredRollout]) -> list[tuple[str, int]]:
-    """The step's closed answer set (see `label_facts`): each label as the data writes it, with how many
-    of the tasks expect it, most frequent first; [] when the expected answers are no such set."""
-    refs = [r.reference.strip() for r in scored if not r.error and r.reference.strip()]
+def step_references(scored: Sequence[ScoredRollout]) -> list[str]:
+    """The expected answers of a step's scored rollouts."""
+    return [r.reference.strip() for r in scored if not r.error and r.reference.strip()]
+
+
+def closed_labels(references: Sequence[str]) -> list[tuple[str, int]]:
+    """The closed answer set of these expected answers (see `label_facts`): each label as the data writes
+    it, with how many of the tasks expect it, most frequent first; [] when they are no such set."""
+    refs = [x.strip() for x in references if x.strip()]
     if len(refs) < 4 or any(" | " in x or is_numeric(x) or len(x.split()) > MAX_LABEL_WORDS for x in refs):
         return []
     counts = Counter(normalize_text(x) for x in refs)
     # one answer for every task is no label set, only a batch that happened to agree (seen on MRPC: a step of
-    # 8 `equivalent` pairs became "answer with 'equivalent'", a constant answer)
-    if not 2 <= len(counts) <= len(refs) // 2 or counts.most_common(1)[0][1] < 2:
+    # 8 `equivalent` pairs became "answer with 'equivalent'", a constant answer); answers most of which differ
+    # (trivia) are none either: the labels recur, and few answers are a label used once
+    singles = sum(1 for c in counts.values() if c == 1)
+    if not 2 <= len(counts) <= min(MAX_LABELS, len(refs) // 2) or counts.most_common(1)[0][1] < 2 \
+            or singles > len(refs) // 4:
         return []
     shown = {normalize_text(x): x for x in reversed(refs)}  # each label as the data writes it
     return [(shown[k], c) for k, c in counts.most_common()]

@@ -12,8 +12,8 @@ rule is fixed below (`FORMS`). So a lift from this proposer is attributed to its
 kind, `form-rule`, never to reflection, and `train.form_rules=false` turns it off (the suite's
 `no-form-rules` arm). It costs no optimizer call: only the screen and the gate's rollouts.
 
-With `label_rule` (`train.label_rule`, the suite's `label-rule` arm) it also proposes, when the step's
-expected answers are a closed label set (`facts.closed_labels`) and at least `min_count` failed answers
+With `label_rule` (`train.label_rule`, the suite's `label-rule` arm) it also proposes, when the train
+tasks' expected answers are a closed label set (`facts.closed_labels`) and at least `min_count` failed answers
 were none of the labels, one rule naming the labels as the data writes them: its own candidate kind,
 `label-rule` (the labels are learned from the data; the sentence around them is fixed here).
 """
@@ -94,11 +94,11 @@ class FormRuleProposer:
             kind, members = found
             why = f"{kind}: {len(members)} of {len(failures)} failed answers differ from the expected ones this way"
             self._add(out, state, ORIGIN, FORMS[kind], with_examples(FORMS[kind], members, self.examples), why, members)
-        labels = closed_labels(state.scored) if self.label_rule else []
+        labels = closed_labels(state.references()) if self.label_rule else []
         outside = outside_labels(failures, labels) if labels else []
         if len(outside) >= self.min_count:
             rule = LABEL_RULE.format(labels=", ".join(f"'{label}'" for label, _ in labels))
-            why = (f"labels: the step's expected answers are {len(labels)} labels, and {len(outside)} of "
+            why = (f"labels: the train tasks' expected answers are {len(labels)} labels, and {len(outside)} of "
                    f"{len(failures)} failed answers were none of them")
             self._add(out, state, LABEL_ORIGIN, rule, rule, why, outside)
         return out

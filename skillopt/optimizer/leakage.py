@@ -12,7 +12,8 @@ Before any rollout, each edit's new text is compared with the train tasks the op
 - contains a task's reference answer (a number of two digits or more, or a text answer of two
   characters or more) as a whole token, unless the skill already holds it or it is a label: a text
   answer two or more of the shown tasks share (`entailment`, `yes`) is the data's vocabulary, which
-  a rule for every task may name (`optimizer.facts.label_facts`), not one task's content, or
+  a rule for every task may name (`optimizer.facts.label_facts`), not one task's content, as is a
+  label of the train split's closed answer set (`labels`), or
 - repeats a quantity of a task together with a word next to it in that task ("2 fruits"), or
 - names what only one task names: a word that task's prompt capitalizes mid-sentence (a person, a
   place: "Determine Anthony's pencils first"), which no other shown task has and the skill lacks.
@@ -74,11 +75,12 @@ class LeakageCheck:
     """Built once per step from the train tasks the optimizer saw; `check` is pure and cheap."""
 
     def __init__(self, tasks: Sequence[Task], skill_text: str, n: int = N, runs_only: bool = False,
-                 own: Sequence[Task] = ()):
+                 own: Sequence[Task] = (), labels: Sequence[str] = ()):
         """`own`: tasks the edits may quote (a worked example's own task): never checked against, but
         their prompts count when telling boilerplate, since a run of words the example's task shares
         with one other task is the benchmark's wording (MBPP's "Your code should pass tests like this
-        one"), not a copy."""
+        one"), not a copy. `labels`: the train split's closed answer set (`facts.closed_labels`), which
+        an edit may name though the shown tasks hold one of its labels once."""
         self.n, self.runs_only = n, runs_only
         self.tasks = list(tasks)
         self.skill_words = set(_words(skill_text))
@@ -95,6 +97,7 @@ class LeakageCheck:
         self.boilerplate = {g for g, c in counts.items() if c >= 2}
         answers = Counter(" ".join(_words(a)) for t in self.tasks for a in set(t.answers))
         self.labels = {a for a, c in answers.items() if c >= 2 and not all(map(_is_number, a.split()))}
+        self.labels |= {" ".join(_words(label)) for label in labels if _words(label)}
         named = {t.id: _names(t.prompt) for t in self.tasks}
         seen = Counter(n for names in named.values() for n in names)
         self.names = {tid: {n for n in names if seen[n] == 1} - self.skill_words for tid, names in named.items()}

@@ -21,7 +21,7 @@ from skillopt.edits import Edit
 from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.optimizer.aggregate import aggregate, select
-from skillopt.optimizer.facts import label_facts
+from skillopt.optimizer.facts import label_facts, step_references
 from skillopt.optimizer.reflect import foci, make_minibatches, reflect
 from skillopt.optimizer.template import WORKING_FIRST, Template
 from skillopt.optimizer.types import ScoredRollout
@@ -43,6 +43,13 @@ class SearchState:
     max_edits: int = 3  # learning rate: edits one candidate may make
     pool: ParetoPool | None = None  # the run's Pareto pool (the merge proposer reads it)
     ledger: EditLedger | None = None  # the run's edit ledger (the ablation proposer takes from it)
+    # the expected answers of every train task (the train split, never validation or test): what a closed
+    # label set is counted over (`facts.label_facts`); empty: this step's alone
+    answers: list[str] = field(default_factory=list)
+
+    def references(self) -> list[str]:
+        """The expected answers a closed label set is counted over: the train split's, else this step's."""
+        return [a for a in self.answers if a.strip()] or step_references(self.scored)
 
 
 @dataclass
@@ -83,7 +90,7 @@ class ReflectionProposer:
             return Proposal()
         plan = [(batches[i % len(batches)], i // len(batches), self.foci[(state.step - 1 + i) % len(self.foci)])
                 for i in range(self.count)]
-        labels = label_facts(state.scored) if self.labels else []  # the step's closed answer set, if any
+        labels = label_facts(state.scored, state.references()) if self.labels else []  # the closed answer set, if any
         self.models.meter.check()
         reflections = list(await asyncio.gather(*[self._one(state, fails, wins, sample, focus, labels)
                                                   for (fails, wins), sample, focus in plan]))

@@ -8,6 +8,8 @@ of form, a fact or rule of the domain that recurs, a step that was skipped), add
 to the skill's "Rules" section: an incremental playbook in the manner of ACE, never a rewrite.
 
 Failures are clustered first, by what went wrong in a way any scorer shows:
+- `no-label`: the data answers every task with one of a few labels (the train split's closed answer
+  set, `facts.closed_labels`) and the reply's answer was none of them: the labels are what to learn;
 - `answer-present`: the expected answer is in the reply but was not accepted (its form or place);
 - `no-answer`: the scorer found no answer (or no code), or the reply was empty;
 - `wrong`: the reply answered something else (code: it ran and gave another value).
@@ -40,7 +42,7 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.facts import (
-    check_kind, counted_facts, is_numeric, label_facts, normalize_answer, stated_answer,
+    check_kind, closed_labels, counted_facts, is_numeric, label_facts, normalize_answer, stated_answer,
 )
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected
@@ -54,7 +56,7 @@ MAX_RULE_CHARS = 300
 SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
-KINDS = ("answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
+KINDS = ("no-label", "answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
 EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
 
 
@@ -125,10 +127,14 @@ class Cluster:
     failures: tuple[ScoredRollout, ...]
 
 
-def failure_kind(r: ScoredRollout) -> str:
-    """What went wrong, in terms any scorer shows (see the module docstring)."""
+def failure_kind(r: ScoredRollout, labels: Sequence[str] = ()) -> str:
+    """What went wrong, in terms any scorer shows (see the module docstring). `labels`: the train split's
+    closed answer set, if it has one."""
     if not r.reference.strip():  # code checked by running it: what the checks said
         return check_kind(r)
+    known = {normalize_text(label) for label in labels}
+    if normalize_text(r.reference) in known and normalize_text(stated_answer(r.output)) not in known:
+        return "no-label"
     out, ref = normalize_answer(r.output), normalize_answer(r.reference)
     if not out or "no answer" in r.feedback.lower() or "empty" in r.feedback.lower():
         return "no-answer"
@@ -137,12 +143,12 @@ def failure_kind(r: ScoredRollout) -> str:
     return "wrong"
 
 
-def cluster_failures(scored: Sequence[ScoredRollout]) -> list[Cluster]:
+def cluster_failures(scored: Sequence[ScoredRollout], labels: Sequence[str] = ()) -> list[Cluster]:
     """The failures (not errored rollouts) grouped by `failure_kind`, largest group first."""
     groups: dict[str, list[ScoredRollout]] = {k: [] for k in KINDS}
     for r in scored:
         if r.failed and not r.error:
-            groups[failure_kind(r)].append(r)
+            groups[failure_kind(r, labels)].append(r)
     clusters = [Cluster(k, tuple(v)) for k, v in groups.items() if v]
     return sorted(clusters, key=lambda c: (-len(c.failures), KINDS.index(c.kind)))
 
@@ -192,11 +198,12 @@ class RuleProposer:
     def __init__(self, models: Models, spec: ModelSpec, count: int = 2, max_tokens: int | None = None,
                  temperature: float | None = None, retries: int = 2, examples: int = 2, labels: bool = True):
         self.models, self.spec, self.count, self.retries, self.examples = models, spec, count, retries, examples
-        self.labels = labels  # show the step's closed answer set (`facts.label_facts`)
+        self.labels = labels  # show the train split's closed answer set (`facts.label_facts`)
         self.max_tokens, self.temperature = max_tokens, temperature
 
     async def propose(self, state: SearchState) -> Proposal:
-        calls = plan_calls(cluster_failures(state.scored), self.count)
+        labels = [label for label, _ in closed_labels(state.references())] if self.labels else []
+        calls = plan_calls(cluster_failures(state.scored, labels), self.count)
         if not calls:
             return Proposal()
         self.models.meter.check()
@@ -216,7 +223,7 @@ class RuleProposer:
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
-                        facts=(label_facts(state.scored) if self.labels else []) + counted_facts(cluster.failures))
+                        facts=(label_facts(state.scored, state.references()) if self.labels else []) + counted_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):
