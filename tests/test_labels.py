@@ -199,7 +199,9 @@ class LabelRules(HiddenLabels):
                  "evidence": []}]}))
         if "You keep the rules of a skill" in user:
             self.prompts.append(user)
-            rule = LABEL_RULE if "was not among the labels counted below" in user else "Read both sentences twice."
+            # the no-label cluster's question: which of the labels (named) to answer, and when
+            asked = "with one of its labels, 'alpha_link' or 'beta_link'" in user and "when\neach one applies" in user
+            rule = LABEL_RULE if asked and "was not among the labels counted below" in user else "Read both sentences twice."
             return FakeReply(text=json.dumps({"pattern": "labels", "rule": rule}))
         return super().__call__(req)
 

@@ -262,7 +262,7 @@ def test_a_function_checked_by_its_tests_has_no_expected_answer_to_show():
     assert answer_facts([code]) == []
     assert len(answer_facts([code, _scored("a", "Answer: Cell membrane", "membrane")])) == 2  # one kind + average
     prompt = render("rules.md.j2", skill_text="", kind="wrong", failures=[code], passes=[], tail=reply_tail,
-                    rules=[], rejected=[], facts=[])
+                    rules=[], rejected=[], facts=[], labels=[])
     assert "Expected answer" not in prompt and "Scorer: assert f(2) == 4 failed" in prompt
 
 

@@ -97,7 +97,7 @@ def prompt_grams(template: str, n: int, **values) -> frozenset[tuple[str, ...]]:
 @cache
 def _instruction_grams(n: int) -> frozenset[tuple[str, ...]]:
     """The rules prompt's instructions, every branch of them (one per kind of failure)."""
-    empty = dict(skill_text="", failures=[], passes=[], tail=reply_tail, rules=[], rejected=[], facts=[])
+    empty = dict(skill_text="", failures=[], passes=[], tail=reply_tail, rules=[], rejected=[], facts=[], labels=[])
     return frozenset().union(*(prompt_grams("rules.md.j2", n, kind=k, **empty) for k in KINDS))
 
 
@@ -208,7 +208,7 @@ class RuleProposer:
             return Proposal()
         self.models.meter.check()
         passes = [r for r in state.scored if not r.failed and not r.error]
-        results = await asyncio.gather(*[self._one(state, c, k, passes) for c, k in calls])
+        results = await asyncio.gather(*[self._one(state, c, k, passes, labels) for c, k in calls])
         out = []
         for reflection, edit in results:
             if edit is not None:
@@ -216,13 +216,13 @@ class RuleProposer:
                                      rationale=reflection.analysis, sources=list(edit.evidence)))
         return Proposal(out, [reflection for reflection, _ in results])
 
-    async def _one(self, state: SearchState, cluster: Cluster, k: int,
-                   passes: list[ScoredRollout]) -> tuple[Reflection, Edit | None]:
+    async def _one(self, state: SearchState, cluster: Cluster, k: int, passes: list[ScoredRollout],
+                   labels: Sequence[str] = ()) -> tuple[Reflection, Edit | None]:
         shown = _window(cluster.failures, k)
         ids = [r.task_id for r in shown]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
-                        rejected=[e.text for e in state.rejected if e.text.strip()][-8:],
+                        rejected=[e.text for e in state.rejected if e.text.strip()][-8:], labels=list(labels),
                         facts=(label_facts(state.scored, state.references()) if self.labels else []) + counted_facts(cluster.failures))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
