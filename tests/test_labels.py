@@ -84,20 +84,26 @@ class HiddenLabels:
         return FakeReply(text="Answer: The second sentence is related to the first.")
 
 
-@pytest.mark.parametrize("shown", [True, False])
-def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_and_it_is_kept(tmp_path, shown):
+def _label_run(tmp_path, script, run_id: str, shown: bool, rules: int, batch: int):
+    """A one-epoch run on 24 sentence pairs labelled `alpha_link` / `beta_link` (train 8, val 12): one
+    reflection, `rules` rules a step, nothing else proposed; the labels counted for the optimizer or not."""
     rows = [{"id": f"pair-{i:02d}", "question": f"How is the second sentence of pair {i} related to the first?",
              "answer": "alpha_link" if i % 3 else "beta_link"} for i in range(24)]
     data = write_jsonl(tmp_path / "pairs.jsonl", rows)
-    script = HiddenLabels()
     with FakeModelServer(script) as srv:
-        args = run_args(data, srv.openai_url, "labels", "--set", "train.max_reflections_per_step=1",
+        args = run_args(data, srv.openai_url, run_id, "--set", "train.max_reflections_per_step=1",
                         "--set", "train.demonstrations=false", "--set", "train.merge=false",
-                        "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=0",
+                        "--set", "train.ablations_per_step=0", "--set", f"train.rules_per_step={rules}",
                         "--set", "train.consolidate=false", "--set", f"train.label_facts={str(shown).lower()}",
                         val=12, train=8, epochs=1)
-        args[args.index("--batch-size") + 1] = "4"  # two steps of 4 over a train split of 8
-        r = run_cli(args, tmp_path, cli_env(tmp_path))
+        args[args.index("--batch-size") + 1] = str(batch)
+        return run_cli(args, tmp_path, cli_env(tmp_path))
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_a_reflection_shown_the_counted_labels_writes_the_rule_the_data_hides_and_it_is_kept(tmp_path, shown):
+    script = HiddenLabels()
+    r = _label_run(tmp_path, script, "labels", shown, rules=0, batch=4)  # two steps of 4 over a train split of 8
     assert r.returncode == 0, r.stderr
     run = tmp_path / "runs" / "labels"
     [candidate] = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
@@ -208,16 +214,8 @@ class LabelRules(HiddenLabels):
 
 @pytest.mark.parametrize("shown", [True, False])
 def test_failures_that_answer_none_of_the_labels_are_one_cluster_and_its_rule_names_them(tmp_path, shown):
-    rows = [{"id": f"pair-{i:02d}", "question": f"How is the second sentence of pair {i} related to the first?",
-             "answer": "alpha_link" if i % 3 else "beta_link"} for i in range(24)]
-    data = write_jsonl(tmp_path / "pairs.jsonl", rows)
     script = LabelRules()
-    with FakeModelServer(script) as srv:
-        r = run_cli(run_args(data, srv.openai_url, "rules", "--set", "train.max_reflections_per_step=1",
-                             "--set", "train.demonstrations=false", "--set", "train.merge=false",
-                             "--set", "train.ablations_per_step=0", "--set", "train.rules_per_step=1",
-                             "--set", "train.consolidate=false", "--set", f"train.label_facts={str(shown).lower()}",
-                             val=12, train=8, epochs=1), tmp_path, cli_env(tmp_path))
+    r = _label_run(tmp_path, script, "rules", shown, rules=1, batch=8)
     assert r.returncode == 0, r.stderr
     run = tmp_path / "runs" / "rules"
     [rules] = [c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text()) if c["origin"] == "rules"]
