@@ -102,11 +102,15 @@ def coverage_part(runs: list[dict], families: list[str]) -> list[str]:
     by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
     versus = [(r["family"], r["gepa"]["ours_minus_gepa"]) for r in mine
               if (r.get("gepa") or {}).get("ours_minus_gepa")]
-    ahead = sorted({f for f, d in versus if d["lo"] > 0})
-    behind = sorted({f for f, d in versus if d["hi"] < 0})
+    ahead = [f for f, d in versus if d["lo"] > 0]
+    behind = [f for f, d in versus if d["hi"] < 0]
+
+    def rows(fams: list[str]) -> str:  # a family can be ahead on one split seed and behind on another
+        return f"{len(fams)} row{'s' * (len(fams) != 1)}" + (f" ({', '.join(sorted(set(fams)))})" if fams else "")
+
     gepa = (f" GEPA 0.1.4 beside {len(versus)} of these rows ({len({f for f, _ in versus})} families): ours ahead "
-            f"(paired interval above zero) in {len(ahead)} ({', '.join(ahead) or 'none'}), behind in {len(behind)}"
-            f"{' (' + ', '.join(behind) + ')' if behind else ''}." if versus else "")
+            f"(paired interval above zero) on {rows(ahead)}, behind on {rows(behind)}; families ahead and never "
+            f"behind: {', '.join(sorted(set(ahead) - set(behind))) or 'none'}." if versus else "")
     return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
             f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
             f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}. "
