@@ -92,12 +92,12 @@ def label_facts(scored: Sequence[ScoredRollout], references: Sequence[str] | Non
     every task, not a copy of one task's answer (the leakage check agrees: `LeakageCheck` takes the
     labels). Then how many of this step's failed answers were none of them. Nothing when the answers are
     numbers, hold alternatives, or mostly differ."""
-    refs = step_references(scored) if references is None else [x.strip() for x in references if x.strip()]
-    found = closed_labels(refs)
+    found = closed_labels(step_references(scored) if references is None else references)
     if not found:
         return []
     labels = ", ".join(f"'{label}' in {c}" for label, c in found)
-    out = [f"the expected answers of {len(refs)} train tasks are a few labels the data reuses: {labels} "
+    tasks = sum(c for _, c in found)  # every task expects one of the labels
+    out = [f"the expected answers of {tasks} train tasks are a few labels the data reuses: {labels} "
            "(a rule may name these labels)"]
     failed = [r for r in scored if r.failed and not r.error and r.reference.strip()]
     if failed:

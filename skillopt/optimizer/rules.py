@@ -208,7 +208,8 @@ class RuleProposer:
             return Proposal()
         self.models.meter.check()
         passes = [r for r in state.scored if not r.failed and not r.error]
-        results = await asyncio.gather(*[self._one(state, c, k, passes, labels) for c, k in calls])
+        counted = label_facts(state.scored, state.references()) if labels else []  # the same for every cluster
+        results = await asyncio.gather(*[self._one(state, c, k, passes, labels, counted) for c, k in calls])
         out = []
         for reflection, edit in results:
             if edit is not None:
@@ -217,13 +218,13 @@ class RuleProposer:
         return Proposal(out, [reflection for reflection, _ in results])
 
     async def _one(self, state: SearchState, cluster: Cluster, k: int, passes: list[ScoredRollout],
-                   labels: Sequence[str] = ()) -> tuple[Reflection, Edit | None]:
+                   labels: Sequence[str] = (), counted: Sequence[str] = ()) -> tuple[Reflection, Edit | None]:
         shown = _window(cluster.failures, k)
         ids = [r.task_id for r in shown]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:], labels=list(labels),
-                        facts=(label_facts(state.scored, state.references()) if self.labels else []) + counted_facts(cluster.failures))
+                        facts=[*counted, *counted_facts(cluster.failures)])
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
         for _ in range(self.retries + 1):
