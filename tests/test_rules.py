@@ -88,6 +88,35 @@ def test_a_rule_learned_from_the_expected_answers_is_gated_and_accepted(tmp_path
     assert summary["scores"]["best"]["test"]["hard"] == 1.0 and summary["scores"]["seed"]["test"]["hard"] == 0.0
 
 
+class FirstDrawSpeaksOfTheScorer(RuleLearner):
+    """The optimizer's first draw of a rule speaks of the expected answers (no rule the agent can follow);
+    a draw with another seed states the convention."""
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        if "You keep the rules of a skill" in req.last_user_text and not req.body.get("seed"):
+            with self.lock:
+                self.rule_prompts.append(req.last_user_text)
+            return FakeReply(text=json.dumps({"pattern": "-", "rule": "Always give the expected answer exactly."}))
+        return super().__call__(req)
+
+
+def test_a_rule_that_fails_its_check_is_drawn_again_and_both_draws_are_recorded(tmp_path):
+    data = write_jsonl(tmp_path / "codes.jsonl", coded(16))
+    script = FirstDrawSpeaksOfTheScorer()
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "redraw", "--set", "train.consolidate=false",
+                             "--set", "train.demonstrations=false", "--set", "train.rules_per_step=1",
+                             epochs=1), tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    step = tmp_path / "runs" / "redraw" / "steps" / "0001"
+    [rule] = [c for c in json.loads((step / "candidates.json").read_text()) if c["origin"] == "rules"]
+    assert rule["status"] == "accepted" and CONVENTION in rule["edits"][0]["text"]
+    # the rules proposer's reflections come last: the refused draw, then the one kept
+    drawn = [x for x in json.loads((step / "reflections.json").read_text()) if x["minibatch"] == rule["sources"]][-2:]
+    assert [bool(x["error"]) for x in drawn] == [True, False] and drawn[1]["analysis"].startswith("answer-present")
+    assert "speaks of the expected answers" in drawn[0]["error"]
+
+
 def test_a_second_rule_is_a_bullet_added_to_the_rules_section():
     from skillopt.edits import apply_edits
     from skillopt.optimizer.rules import rule_edit
@@ -98,6 +127,22 @@ def test_a_second_rule_is_a_bullet_added_to_the_rules_section():
     two = apply_edits(one, [rule_edit(one, "Second rule of the kind.", "why", [])]).skill
     assert rules_in(two) == ["First rule of the kind.", "Second rule of the kind."]
     assert two.body.count("## Rules") == 1
+
+
+def test_a_no_label_rule_quotes_each_label_beside_the_start_of_the_sentence_written_for_it():
+    from skillopt.optimizer.rules import with_examples
+
+    fails = [_scored("t0", "Equivalent\nAnswer: The two sentences convey the same information.", "equivalent"),
+             _scored("t1", "Answer: They say the same thing.", "equivalent"),  # a label already quoted
+             _scored("t2", "The first sentence\nadds a date.", "not_equivalent"),  # states no answer: nothing to quote
+             _scored("t3", "Answer: They differ.", "not_equivalent")]
+    rule = "Answer 'equivalent' when both sentences say the same thing, else 'not_equivalent'."
+    assert with_examples(rule, fails, 2, labels=True) == (
+        f"{rule} For example: 'equivalent', not 'The two sentences convey the same...'; "
+        "'not_equivalent', not 'They differ.'.")
+    assert with_examples(rule, fails, 1, labels=True).count(", not '") == 1
+    # the same failures outside a no-label cluster: sentences are no difference of form, nothing quoted
+    assert with_examples(rule, fails, 2) == rule
 
 
 def test_a_rules_quoted_answers_are_its_own_evidence_and_its_words_are_checked_in_full():

@@ -57,6 +57,7 @@ SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
 KINDS = ("no-label", "answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
+LABEL_QUOTE_WORDS = 6  # words of a failed reply quoted beside the label it should have been
 EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
 
 
@@ -196,8 +197,10 @@ class RuleProposer:
     name = "rules"
 
     def __init__(self, models: Models, spec: ModelSpec, count: int = 2, max_tokens: int | None = None,
-                 temperature: float | None = None, retries: int = 2, examples: int = 2, labels: bool = True):
+                 temperature: float | None = None, retries: int = 2, examples: int = 2, labels: bool = True,
+                 redraws: int = 1):
         self.models, self.spec, self.count, self.retries, self.examples = models, spec, count, retries, examples
+        self.redraws = redraws  # more draws when a reply's rule fails a check (`_one`)
         self.labels = labels  # show the train split's closed answer set (`facts.label_facts`)
         self.max_tokens, self.temperature = max_tokens, temperature
 
@@ -211,14 +214,14 @@ class RuleProposer:
         counted = label_facts(state.scored, state.references()) if labels else []  # the same for every cluster
         results = await asyncio.gather(*[self._one(state, c, k, passes, labels, counted) for c, k in calls])
         out = []
-        for reflection, edit in results:
+        for drawn, edit in results:
             if edit is not None:
                 out.append(Candidate(id="", step=state.step, origin="rules", parent=state.version, edits=[edit],
-                                     rationale=reflection.analysis, sources=list(edit.evidence)))
-        return Proposal(out, [reflection for reflection, _ in results])
+                                     rationale=drawn[-1].analysis, sources=list(edit.evidence)))
+        return Proposal(out, [reflection for drawn, _ in results for reflection in drawn])
 
     async def _one(self, state: SearchState, cluster: Cluster, k: int, passes: list[ScoredRollout],
-                   labels: Sequence[str] = (), counted: Sequence[str] = ()) -> tuple[Reflection, Edit | None]:
+                   labels: Sequence[str] = (), counted: Sequence[str] = ()) -> tuple[list[Reflection], Edit | None]:
         shown = _window(cluster.failures, k)
         ids = [r.task_id for r in shown]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
@@ -226,12 +229,26 @@ class RuleProposer:
                         rejected=[e.text for e in state.rejected if e.text.strip()][-8:], labels=list(labels),
                         facts=[*counted, *counted_facts(cluster.failures)])
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
-        temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature
+        drawn: list[Reflection] = []
+        for redraw in range(self.redraws + 1):
+            # a reply whose rule fails a check below is drawn again, warmer and with another seed: a small
+            # optimizer writes a usable rule in some draws, not all (on MRPC a draw said the "expected
+            # answer labels" are 'equivalent' or 'not_equivalent': the right labels, in words the agent
+            # never sees), and one more call is cheaper than a step without a rule
+            seed = sample + 100 * redraw
+            temperature = max(self.temperature or 0.0, 0.8) if seed else self.temperature
+            reflection, edit = await self._draw(state.skill, prompt, ids, cluster, shown, temperature, seed or None)
+            drawn.append(reflection)
+            if edit is not None or reflection.transient:
+                break
+        return drawn, edit
+
+    async def _draw(self, skill: Skill, prompt: str, ids: list[str], cluster: Cluster, shown: list[ScoredRollout],
+                    temperature: float | None, seed: int | None) -> tuple[Reflection, Edit | None]:
         for _ in range(self.retries + 1):
             reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], RuleReply,
                                                 role="optimizer", max_tokens=self.max_tokens,
-                                                temperature=temperature, json_schema=reply_schema(),
-                                                seed=sample or None)
+                                                temperature=temperature, json_schema=reply_schema(), seed=seed)
             if not (isinstance(reply, StructuredFailure) and reply.transient):
                 break
         if isinstance(reply, StructuredFailure):
@@ -246,24 +263,44 @@ class RuleProposer:
             return Reflection(minibatch=ids, analysis=reply.pattern,
                               error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
         why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
-        edit = rule_edit(state.skill, with_examples(rule, shown, self.examples), why, ids)
+        edit = rule_edit(skill, with_examples(rule, shown, self.examples, labels=cluster.kind == "no-label"), why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
 
 
-def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int) -> str:
+def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, labels: bool = False) -> str:
     """The rule followed by up to `n` of its train failures' answers, expected beside written: a small
     target follows a convention it is shown far more often than one it is only told (the answers are
-    train labels, never validation or test text). Only short answers that differ in form are quoted."""
-    pairs: list[str] = []
+    train labels, never validation or test text). Only short answers that differ in form are quoted,
+    except for a `no-label` cluster (`labels`), where the written answer was a sentence and the data
+    wants one of its labels: that is the difference to show (seen on MRPC: told to answer
+    'equivalent', the target wrote the label on one line and a sentence on its answer line)."""
+    pairs = _label_pairs(failures) if labels else _form_pairs(failures)
+    pairs = list(dict.fromkeys(pairs))[:n]
+    return f"{rule.rstrip()}{EXAMPLES}{'; '.join(pairs)}." if pairs else rule
+
+
+def _form_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
+    pairs = []
     for r in failures:
         got, exp = stated_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
         g, e = normalize_answer(got).split(), normalize_answer(exp).split()  # words and numbers: what they share
         # two numbers that differ once normalized are two answers ('40', not '30' teaches nothing)
         same_kind = bool(set(g) & set(e)) and not (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
-        if (len(pairs) < n and g and e and len(g) <= 8 and len(e) <= 8 and same_kind
+        if (g and e and len(g) <= 8 and len(e) <= 8 and same_kind
                 and normalize_text(got) != normalize_text(exp) and "'" not in got + exp):
             pairs.append(f"'{exp}', not '{got}'")  # a difference of form, not another answer altogether
-    return f"{rule.rstrip()}{EXAMPLES}{'; '.join(dict.fromkeys(pairs))}." if pairs else rule
+    return pairs
+
+
+def _label_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
+    """One pair per label the failures expected: the label beside the start of what was written."""
+    by_label: dict[str, str] = {}
+    for r in failures:
+        got, exp = stated_answer(r.output).split(), r.reference.split(" | ")[0].strip()
+        start = " ".join(got[:LABEL_QUOTE_WORDS]) + ("..." if len(got) > LABEL_QUOTE_WORDS else "")
+        if got and exp and exp not in by_label and "'" not in start + exp:
+            by_label[exp] = start
+    return [f"'{exp}', not '{got}'" for exp, got in by_label.items()]
 
 
 def _window(failures: Sequence[ScoredRollout], k: int) -> list[ScoredRollout]:
