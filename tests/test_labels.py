@@ -226,5 +226,5 @@ def test_failures_that_answer_none_of_the_labels_are_one_cluster_and_its_rule_na
     assert "'alpha_link' in" in script.prompts[0] and "8 of 8 failed answers were none of these labels" in script.prompts[0]
     assert LABEL_RULE in rules["edits"][0]["text"] and rules["status"] == "accepted" and best == 1.0
     # the rule quotes what the agent wrote beside the label it should have been (its start: a sentence)
-    assert re.search(r"For example: '(alpha|beta)_link', not 'The second sentence is related to\.\.\.'",
+    assert re.search(r"For example: '(alpha|beta)_link', not 'The second sentence\.\.\.'",
                      rules["edits"][0]["text"])

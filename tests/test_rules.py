@@ -138,7 +138,7 @@ def test_a_no_label_rule_quotes_each_label_beside_the_start_of_the_sentence_writ
              _scored("t3", "Answer: They differ.", "not_equivalent")]
     rule = "Answer 'equivalent' when both sentences say the same thing, else 'not_equivalent'."
     assert with_examples(rule, fails, 2, labels=True) == (
-        f"{rule} For example: 'equivalent', not 'The two sentences convey the same...'; "
+        f"{rule} For example: 'equivalent', not 'The two sentences...'; "
         "'not_equivalent', not 'They differ.'.")
     assert with_examples(rule, fails, 1, labels=True).count(", not '") == 1
     # the same failures outside a no-label cluster: sentences are no difference of form, nothing quoted

@@ -57,7 +57,8 @@ SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
 KINDS = ("no-label", "answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
-LABEL_QUOTE_WORDS = 6  # words of a failed reply quoted beside the label it should have been
+LABEL_QUOTE_WORDS = 3  # words of a failed reply quoted beside its label: enough to show a sentence, too few to
+# say what it claimed (on RTE, six words quoted "not supported by..." beside the label 'entailment')
 EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
 
 
