@@ -8,6 +8,11 @@ server has made no progress for the call's whole limit: while the call is open, 
 each time the server answers with a slot at work (a prompt being read or tokens being generated:
 llama.cpp answers between its decode steps) or with a slot whose counts moved. A server that stops
 answering, or sits idle while the call is still open, runs the limit out.
+
+Work is seen only when `/slots` is read (once per poll interval, shared by the calls) and answered
+(between decode steps, which take seconds on a loaded CPU): a working server may go unseen for about
+two intervals plus an answer. So a limit under `MIN_POLLS` intervals is raised to that many, lest one
+late answer end a call the server is working on.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 POLL_S = 3.0
+MIN_POLLS = 4  # the shortest no-progress limit, in poll intervals
 
 
 class NoProgress(Exception):
@@ -73,7 +79,9 @@ def work_signature(slots: list[Any]) -> tuple:
 
 
 async def within_progress(call: Awaitable[T], progress: ServerProgress, limit_s: float) -> T:
-    """`call`'s result; `NoProgress` (the call cancelled) once the server did no work for `limit_s`."""
+    """`call`'s result; `NoProgress` (the call cancelled) once the server did no work for `limit_s`
+    (at least `MIN_POLLS` poll intervals)."""
+    limit_s = max(limit_s, MIN_POLLS * progress.poll_s)
     task = asyncio.ensure_future(call)
     began = time.monotonic()  # the server gets the call's whole limit from its start
     try:
