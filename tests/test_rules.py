@@ -198,6 +198,24 @@ def test_failures_cluster_by_what_went_wrong():
         ("answer-present", ["a", "d"]), ("no-answer", ["c"]), ("wrong", ["b"])]  # passes and errors apart
 
 
+def test_a_sentence_written_where_the_data_wants_a_short_phrase_is_its_own_cluster_and_quoted_by_its_start():
+    """SQuAD's spans: the target wrote a sentence about something else where a few words were expected.
+    That is no difference of form the quotes could show word by word; what to show is the short
+    expected phrase beside the start of the sentence (as for a label)."""
+    from skillopt.optimizer.rules import with_examples
+
+    rs = [_scored("s", "Answer: The reputation of Luther was severely damaged.", "caused lasting damage | lasting damage"),
+          _scored("c", "Answer: Culture", "cultures"),  # as short as expected: another answer, not a sentence
+          _scored("n", "Answer: The war ended after about seven long years", "1763"),  # a number expected
+          _scored("p", "Answer: The church reform began in the early 11th century.", "11th century"),  # present
+          _scored("t", "Answer: It was made a crime for anyone to give him food.", "arrest")]
+    assert [failure_kind(r) for r in rs] == ["long-answer", "wrong", "wrong", "answer-present", "long-answer"]
+    long = next(c for c in cluster_failures(rs) if c.kind == "long-answer")
+    rule = "Answer with the few words of the passage that answer the question, not a sentence."
+    assert with_examples(rule, long.failures, 2, labels=True) == (
+        f"{rule} For example: 'caused lasting damage', not 'The reputation of...'; 'arrest', not 'It was made...'.")
+
+
 class Teaching:
     """Records what the teacher and the reflections were asked; the teacher solves with steps."""
 

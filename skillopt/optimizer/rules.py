@@ -12,6 +12,9 @@ Failures are clustered first, by what went wrong in a way any scorer shows:
   set, `facts.closed_labels`) and the reply's answer was none of them: the labels are what to learn;
 - `answer-present`: the expected answer is in the reply but was not accepted (its form or place);
 - `no-answer`: the scorer found no answer (or no code), or the reply was empty;
+- `long-answer`: the expected answer is a short phrase (a few words, not a number) and the reply's
+  answer a sentence around something else: how many words an answer takes is what to learn (SQuAD's
+  spans, Natural Questions' entities; the target writes "X was severely damaged." for "lasting damage");
 - `wrong`: the reply answered something else (code: it ran and gave another value).
 A task checked by running code has no expected answer to compare; what its checks said sorts it:
 - `undefined`: the tests called a function, or the code ran a command, that did not exist;
@@ -56,7 +59,9 @@ MAX_RULE_CHARS = 300
 SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
-KINDS = ("no-label", "answer-present", "no-answer", "undefined", "error", "timeout", "wrong")
+KINDS = ("no-label", "answer-present", "no-answer", "long-answer", "undefined", "error", "timeout", "wrong")
+SHORT_ANSWER_WORDS = 4  # an expected answer of at most this many words is a short phrase (`long-answer`)
+LONG_ANSWER_WORDS = 5  # a stated answer of at least this many words, and 3 more than expected, is a sentence
 LABEL_QUOTE_WORDS = 3  # words of a failed reply quoted beside its label: enough to show a sentence, too few to
 # say what it claimed (on RTE, six words quoted "not supported by..." beside the label 'entailment')
 EXAMPLES = " For example: "  # what follows in a rule quotes its own train failures (see `with_examples`)
@@ -142,7 +147,16 @@ def failure_kind(r: ScoredRollout, labels: Sequence[str] = ()) -> str:
         return "no-answer"
     if len(ref) >= 2 and f" {ref} " in f" {out} ":
         return "answer-present"
+    if is_long_answer(stated_answer(r.output), r.reference.split(" | ")[0]):
+        return "long-answer"
     return "wrong"
+
+
+def is_long_answer(stated: str, expected: str) -> bool:
+    """A sentence written where the data wants a short phrase (`long-answer`)."""
+    got, exp = normalize_answer(stated).split(), normalize_answer(expected).split()
+    return (0 < len(exp) <= SHORT_ANSWER_WORDS and not is_numeric(" ".join(exp))
+            and len(got) >= max(LONG_ANSWER_WORDS, len(exp) + 3))
 
 
 def cluster_failures(scored: Sequence[ScoredRollout], labels: Sequence[str] = ()) -> list[Cluster]:
@@ -264,7 +278,8 @@ class RuleProposer:
             return Reflection(minibatch=ids, analysis=reply.pattern,
                               error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
         why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
-        edit = rule_edit(skill, with_examples(rule, shown, self.examples, labels=cluster.kind == "no-label"), why, ids)
+        starts = cluster.kind in ("no-label", "long-answer")  # what to show is the sentence written, not its words
+        edit = rule_edit(skill, with_examples(rule, shown, self.examples, labels=starts), why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
 
 
@@ -274,7 +289,8 @@ def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, labels: 
     train labels, never validation or test text). Only short answers that differ in form are quoted,
     except for a `no-label` cluster (`labels`), where the written answer was a sentence and the data
     wants one of its labels: that is the difference to show (seen on MRPC: told to answer
-    'equivalent', the target wrote the label on one line and a sentence on its answer line)."""
+    'equivalent', the target wrote the label on one line and a sentence on its answer line); and so
+    for a `long-answer` cluster, whose short expected answers stand beside the sentences written."""
     pairs = _label_pairs(failures) if labels else _form_pairs(failures)
     pairs = list(dict.fromkeys(pairs))[:n]
     return f"{rule.rstrip()}{EXAMPLES}{'; '.join(pairs)}." if pairs else rule
@@ -294,7 +310,8 @@ def _form_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
 
 
 def _label_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
-    """One pair per label the failures expected: the label beside the start of what was written."""
+    """One pair per answer the failures expected (a label, or a short phrase): it beside the start of
+    what was written."""
     by_label: dict[str, str] = {}
     for r in failures:
         got, exp = stated_answer(r.output).split(), r.reference.split(" | ")[0].strip()
