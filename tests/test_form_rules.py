@@ -40,18 +40,6 @@ def test_each_difference_of_form_is_named_and_another_answer_is_none():
     assert form_difference(_failed("f", "Hawaii", "Daniel Inouye")) is None  # another answer: knowledge, not form
     assert form_difference(_failed("g", "", "Daniel Inouye")) is None  # no answer at all
     assert form_difference(_failed("h", "It is Paris", "Lyon | Paris")) == "adds-words"  # any listed alternative
-    # a sentence that never names the few words expected (SQuAD): the same rule undoes it
-    assert form_difference(_failed("i", "The reputation of Luther was severely damaged.", "lasting damage")) == "adds-words"
-    labels = _failed("j", "The second sentence restates the first.", "equivalent")
-    assert form_difference(labels) == "adds-words" and form_difference(labels, sentences=False) is None
-
-
-def test_sentences_that_never_name_the_expected_words_are_quoted_by_their_start():
-    scored = [_failed("a", "The reputation of Luther was severely damaged.", "caused lasting damage | lasting damage"),
-              _failed("b", "It was made a crime for anyone to give him food.", "arrest")]
-    [c] = asyncio.run(FormRuleProposer(examples=2).propose(_state(scored))).candidates
-    assert c.edits[0].text == (f"## Rules\n\n- {FORMS['adds-words']} For example: 'caused lasting damage', not "
-                               "'The reputation of...'; 'arrest', not 'It was made...'.")
 
 
 def test_a_reply_cut_before_its_answer_is_no_difference_of_form():

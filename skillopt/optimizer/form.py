@@ -2,7 +2,7 @@
 
 The expected answers of the failed train rollouts are evidence of a convention the prompt never
 states: a bare name where the agent wrote a sentence ("Jane Austen", not "Emma is a novel by Jane
-Austen."; or a sentence around it that never names it, `rules.is_long_answer`), a number where it wrote words, the whole name where it wrote a part. When at least
+Austen."), a number where it wrote words, the whole name where it wrote a part. When at least
 `min_count` of a step's failures differ from their expected answer in the same way, this proposer
 adds one rule for that difference to the skill's rules section, quoting up to `examples` of those
 failures (expected beside written) as its evidence.
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.facts import closed_labels, is_numeric, normalize_answer, outside_labels, stated_answer
-from skillopt.optimizer.rules import is_long_answer, rule_edit, rules_in, with_examples
+from skillopt.optimizer.rules import rule_edit, rules_in, with_examples
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.record import Candidate, Reflection
 
@@ -43,12 +43,10 @@ FORMS: dict[str, str] = {
 }
 
 
-def form_difference(r: ScoredRollout, sentences: bool = True) -> str | None:
+def form_difference(r: ScoredRollout) -> str | None:
     """How the failed rollout's final answer differs in form from an expected answer (any of the
     alternatives a reference lists with " | "), or None when it is another answer altogether, or
-    when the reply stated none (`facts.stated_answer`). `sentences`: a sentence that never names the
-    few words expected counts as adding words (off where the answers are a closed label set: there
-    the labels are what to learn, `optimizer.rules`' `no-label`)."""
+    when the reply stated none (`facts.stated_answer`)."""
     got = normalize_answer(stated_answer(r.output))
     if not got:
         return None
@@ -64,18 +62,14 @@ def form_difference(r: ScoredRollout, sentences: bool = True) -> str | None:
             return "adds-words"
         if len(got) >= 2 and f" {got} " in f" {exp} ":
             return "partial"
-    stated = stated_answer(r.output)
-    if sentences and any(is_long_answer(stated, alternative) for alternative in r.reference.split(" | ")):
-        return "adds-words"  # a sentence about the answer where the data wants a few words (SQuAD's spans)
     return None
 
 
-def dominant_form(failures: Sequence[ScoredRollout], min_count: int,
-                  sentences: bool = True) -> tuple[str, list[ScoredRollout]] | None:
+def dominant_form(failures: Sequence[ScoredRollout], min_count: int) -> tuple[str, list[ScoredRollout]] | None:
     """The difference of form most failures share, with those failures, if at least `min_count` do."""
     groups: dict[str, list[ScoredRollout]] = {}
     for r in failures:
-        kind = form_difference(r, sentences)
+        kind = form_difference(r)
         if kind:
             groups.setdefault(kind, []).append(r)
     if not groups:
@@ -95,16 +89,13 @@ class FormRuleProposer:
     async def propose(self, state: SearchState) -> Proposal:
         failures = [r for r in state.scored if r.failed and not r.error]
         out = Proposal()
-        labels = closed_labels(state.references())
-        found = dominant_form(failures, self.min_count, sentences=not labels) if self.forms else None
+        found = dominant_form(failures, self.min_count) if self.forms else None
         if found is not None:
             kind, members = found
             why = f"{kind}: {len(members)} of {len(failures)} failed answers differ from the expected ones this way"
-            text = with_examples(FORMS[kind], members, self.examples)
-            if text == FORMS[kind]:  # no short answer to quote beside its form: the start of each sentence
-                text = with_examples(FORMS[kind], members, self.examples, labels=True)
-            self._add(out, state, ORIGIN, FORMS[kind], text, why, members)
-        outside = outside_labels(failures, labels) if labels and self.label_rule else []
+            self._add(out, state, ORIGIN, FORMS[kind], with_examples(FORMS[kind], members, self.examples), why, members)
+        labels = closed_labels(state.references()) if self.label_rule else []
+        outside = outside_labels(failures, labels) if labels else []
         if len(outside) >= self.min_count:
             rule = LABEL_RULE.format(labels=", ".join(f"'{label}'" for label, _ in labels))
             why = (f"labels: the train tasks' expected answers are {len(labels)} labels, and {len(outside)} of "
