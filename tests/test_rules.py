@@ -137,10 +137,10 @@ def test_a_no_label_rule_quotes_each_label_beside_the_start_of_the_sentence_writ
              _scored("t2", "The first sentence\nadds a date.", "not_equivalent"),  # states no answer: nothing to quote
              _scored("t3", "Answer: They differ.", "not_equivalent")]
     rule = "Answer 'equivalent' when both sentences say the same thing, else 'not_equivalent'."
-    assert with_examples(rule, fails, 2, labels=True) == (
+    assert with_examples(rule, fails, 2, starts=True) == (
         f"{rule} For example: 'equivalent', not 'The two sentences...'; "
         "'not_equivalent', not 'They differ.'.")
-    assert with_examples(rule, fails, 1, labels=True).count(", not '") == 1
+    assert with_examples(rule, fails, 1, starts=True).count(", not '") == 1
     # the same failures outside a no-label cluster: sentences are no difference of form, nothing quoted
     assert with_examples(rule, fails, 2) == rule
 
@@ -212,7 +212,7 @@ def test_a_sentence_written_where_the_data_wants_a_short_phrase_is_its_own_clust
     assert [failure_kind(r) for r in rs] == ["long-answer", "wrong", "wrong", "answer-present", "long-answer"]
     long = next(c for c in cluster_failures(rs) if c.kind == "long-answer")
     rule = "Answer with the few words of the passage that answer the question, not a sentence."
-    assert with_examples(rule, long.failures, 2, labels=True) == (
+    assert with_examples(rule, long.failures, 2, starts=True) == (
         f"{rule} For example: 'caused lasting damage', not 'The reputation of...'; 'arrest', not 'It was made...'.")
 
 

@@ -147,9 +147,14 @@ def failure_kind(r: ScoredRollout, labels: Sequence[str] = ()) -> str:
         return "no-answer"
     if len(ref) >= 2 and f" {ref} " in f" {out} ":
         return "answer-present"
-    if is_long_answer(stated_answer(r.output), r.reference.split(" | ")[0]):
+    if is_long_answer(stated_answer(r.output), first_answer(r)):
         return "long-answer"
     return "wrong"
+
+
+def first_answer(r: ScoredRollout) -> str:
+    """The first of the expected answers a reference lists with " | "."""
+    return r.reference.split(" | ")[0].strip()
 
 
 def is_long_answer(stated: str, expected: str) -> bool:
@@ -279,19 +284,19 @@ class RuleProposer:
                               error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
         why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
         starts = cluster.kind in ("no-label", "long-answer")  # what to show is the sentence written, not its words
-        edit = rule_edit(skill, with_examples(rule, shown, self.examples, labels=starts), why, ids)
+        edit = rule_edit(skill, with_examples(rule, shown, self.examples, starts=starts), why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
 
 
-def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, labels: bool = False) -> str:
+def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, starts: bool = False) -> str:
     """The rule followed by up to `n` of its train failures' answers, expected beside written: a small
     target follows a convention it is shown far more often than one it is only told (the answers are
     train labels, never validation or test text). Only short answers that differ in form are quoted,
-    except for a `no-label` cluster (`labels`), where the written answer was a sentence and the data
+    except for a `no-label` cluster (`starts`), where the written answer was a sentence and the data
     wants one of its labels: that is the difference to show (seen on MRPC: told to answer
     'equivalent', the target wrote the label on one line and a sentence on its answer line); and so
     for a `long-answer` cluster, whose short expected answers stand beside the sentences written."""
-    pairs = _label_pairs(failures) if labels else _form_pairs(failures)
+    pairs = _label_pairs(failures) if starts else _form_pairs(failures)
     pairs = list(dict.fromkeys(pairs))[:n]
     return f"{rule.rstrip()}{EXAMPLES}{'; '.join(pairs)}." if pairs else rule
 
@@ -299,7 +304,7 @@ def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, labels: 
 def _form_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
     pairs = []
     for r in failures:
-        got, exp = stated_answer(r.output).strip(), r.reference.split(" | ")[0].strip()
+        got, exp = stated_answer(r.output).strip(), first_answer(r)
         g, e = normalize_answer(got).split(), normalize_answer(exp).split()  # words and numbers: what they share
         # two numbers that differ once normalized are two answers ('40', not '30' teaches nothing)
         same_kind = bool(set(g) & set(e)) and not (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
@@ -314,7 +319,7 @@ def _label_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
     what was written."""
     by_label: dict[str, str] = {}
     for r in failures:
-        got, exp = stated_answer(r.output).split(), r.reference.split(" | ")[0].strip()
+        got, exp = stated_answer(r.output).split(), first_answer(r)
         start = " ".join(got[:LABEL_QUOTE_WORDS]) + ("..." if len(got) > LABEL_QUOTE_WORDS else "")
         if got and exp and exp not in by_label and "'" not in start + exp:
             by_label[exp] = start
