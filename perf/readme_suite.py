@@ -100,21 +100,32 @@ def coverage_part(runs: list[dict], families: list[str]) -> list[str]:
         for e in r.get("accepted_edits", []):
             kinds[e["origin"]] = kinds.get(e["origin"], 0) + 1
     by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
-    versus = [(r["family"], r["gepa"]["ours_minus_gepa"]) for r in mine
-              if (r.get("gepa") or {}).get("ours_minus_gepa")]
+    return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
+            f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
+            f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}. "
+            f"Accepted edits in these rows, by kind: {by_kind}."
+            + "".join(_versus(mine, key, name) for key, name in PEERS)]
+
+
+PEERS = (("gepa", "GEPA 0.1.4"), ("dspy", "DSPy 3.4.1's MIPROv2"))
+
+
+def _versus(mine: list[dict], key: str, name: str) -> str:
+    """Where ours stands beside one peer over the report rows it ran on: rows and families where our
+    best is ahead of the peer's best (paired interval above zero) or behind it."""
+    versus = [(r["family"], r[key][f"ours_minus_{key}"]) for r in mine if (r.get(key) or {}).get(f"ours_minus_{key}")]
+    if not versus:
+        return ""
     ahead = [f for f, d in versus if d["lo"] > 0]
     behind = [f for f, d in versus if d["hi"] < 0]
 
     def rows(fams: list[str]) -> str:  # a family can be ahead on one split seed and behind on another
         return f"{len(fams)} row{'s' * (len(fams) != 1)}" + (f" ({', '.join(sorted(set(fams)))})" if fams else "")
 
-    gepa = (f" GEPA 0.1.4 beside {len(versus)} of these rows ({len({f for f, _ in versus})} families): ours ahead "
-            f"(paired interval above zero) on {rows(ahead)}, behind on {rows(behind)}; families ahead and never "
-            f"behind: {', '.join(sorted(set(ahead) - set(behind))) or 'none'}." if versus else "")
-    return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
-            f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
-            f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}. "
-            f"Accepted edits in these rows, by kind: {by_kind}.{gepa}"]
+    return (f" {name} beside {len(versus)} of these rows ({len({f for f, _ in versus})} famil"
+            f"{'y' if len({f for f, _ in versus}) == 1 else 'ies'}): ours ahead (paired interval above zero) on "
+            f"{rows(ahead)}, behind on {rows(behind)}; families ahead and never behind: "
+            f"{', '.join(sorted(set(ahead) - set(behind))) or 'none'}.")
 
 
 def accumulation_part(runs: list[dict]) -> list[str]:
