@@ -334,3 +334,19 @@ def test_a_rule_that_parrots_the_instructions_is_refused():
 
     assert restates_instructions("Always check what form or how many words the answer takes.")
     assert not restates_instructions("Give the common name of the thing, in one or two words, never its full title.")
+
+
+def test_one_label_written_for_another_is_never_quoted_as_a_difference_of_form():
+    """Seen in a 3-epoch RTE run: once the labels were learned, the one failure left wrote
+    'not_entailment' for 'entailment', and the rule quoted "'entailment', not 'not_entailment'": one
+    train task's answer, which reads as a convention (they share a word) and lost its gate twice."""
+    from skillopt.optimizer.rules import with_examples
+
+    labels = ["entailment", "not_entailment"]
+    fails = [_scored("t0", "Answer: not_entailment", "entailment"),
+             _scored("t1", "Answer: Not entailment", "entailment"),  # the label, as a label reads normalized
+             _scored("t2", "Answer: entailment holds", "entailment")]  # not a label: a difference of form
+    rule = "Answer 'not_entailment' when the hypothesis goes beyond the premise."
+    assert with_examples(rule, fails, 3, labels=labels) == f"{rule} For example: 'entailment', not 'entailment holds'."
+    # without the data's labels the swap looks like words added, and was quoted
+    assert "not 'not_entailment'" in with_examples(rule, fails, 3)

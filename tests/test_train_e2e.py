@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 
+from skillopt.skill import Skill
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
 from tests.helpers import cli_env, run_cli, write_jsonl
 
@@ -198,3 +199,47 @@ def test_a_consolidation_that_makes_no_version_says_why_in_the_run_files(tmp_pat
     assert consolidations(run) == [{"epoch": 1, "decision": "none", "reason": "consolidation changed nothing"}]
     assert not (run / "consolidation").exists()
     assert all(e["origin"] != "consolidation" for e in accepted_edits(run))
+
+
+def test_a_rewrite_that_drops_the_protected_answer_format_still_makes_a_consolidation(tmp_path):
+    """The embedded 1.5B, asked to copy the protected passages, dropped the answer-format block in every
+    epoch of a 3-epoch RTE run, and every consolidation was discarded. The optimizer now sees a
+    placeholder and code puts the passage back: here the rewrite drops placeholder, heading and all,
+    and the consolidated version still holds the passage, once, and goes to its gate."""
+    from perf.suite import consolidations
+
+    class DropsIt(Scripted):
+        def optimizer(self, prompt: str, reflect: bool, seed: int | None = None) -> FakeReply:
+            if reflect:
+                return super().optimizer(prompt, reflect, seed)
+            self.consolidation_prompt = prompt
+            return FakeReply(text=json.dumps({"body": "# Solving tasks\n\nReason briefly."}))
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    script = DropsIt()
+    with FakeModelServer(script) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "drops", epochs="1"), cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    run = tmp_path / "runs" / "drops"
+    assert "<<KEEP 1>>" in script.consolidation_prompt and "skillopt:protected" not in script.consolidation_prompt
+    [c] = consolidations(run)
+    assert c["decision"] in ("accept", "reject"), c
+    index = [json.loads(x) for x in (run / "skills" / "index.jsonl").read_text().splitlines()]
+    [v] = {v["version"]: v for v in index if v["origin"] == "consolidate epoch 1"}.values()
+    body = Skill.parse((run / "skills" / f"v{v['version']:03d}.md").read_text()).body
+    seed = Skill.parse((run / "skills" / "v000.md").read_text())
+    [passage] = [seed.body[a:b] for a, b in seed.protected_spans()]
+    assert body.count(passage) == 1 and body.startswith("# Solving tasks\n\nReason briefly.")
+
+
+def test_the_placeholder_puts_a_protected_passage_back_where_the_rewrite_left_it():
+    from skillopt.optimizer.consolidate import hide_protected, restore_protected
+
+    skill = Skill.parse("---\nname: s\ndescription: d\n---\n# Solving\n\nRead it all, then answer.\n\n## Answer format\n"
+                        "<!-- skillopt:protected -->\nEnd with Answer: x\n<!-- /skillopt:protected -->\n\n## Rules\n\n- One.\n")
+    shown, passages = hide_protected(skill)
+    assert "<<KEEP 1>>" in shown and "protected" not in shown and len(passages) == 1
+    kept = restore_protected("# Solving\n\nAnswer.\n\n## Answer format\n<< keep 1 >>\n\n## Rules\n\n- One.", passages, False)
+    assert kept == f"# Solving\n\nAnswer.\n\n## Answer format\n{passages[0]}\n\n## Rules\n\n- One.\n"
+    copied = restore_protected(f"# Solving\n\n{passages[0]}\n<<KEEP 1>>\n<<KEEP 7>>", passages, False)
+    assert copied.count(passages[0]) == 1 and "KEEP" not in copied

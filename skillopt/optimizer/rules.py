@@ -257,14 +257,16 @@ class RuleProposer:
             # never sees), and one more call is cheaper than a step without a rule
             seed = sample + 100 * redraw
             temperature = max(self.temperature or 0.0, 0.8) if seed else self.temperature
-            reflection, edit = await self._draw(state.skill, prompt, ids, cluster, shown, temperature, seed or None)
+            reflection, edit = await self._draw(state.skill, prompt, ids, cluster, shown, temperature, seed or None,
+                                                labels)
             drawn.append(reflection)
             if edit is not None or reflection.transient:
                 break
         return drawn, edit
 
     async def _draw(self, skill: Skill, prompt: str, ids: list[str], cluster: Cluster, shown: list[ScoredRollout],
-                    temperature: float | None, seed: int | None) -> tuple[Reflection, Edit | None]:
+                    temperature: float | None, seed: int | None,
+                    labels: Sequence[str] = ()) -> tuple[Reflection, Edit | None]:
         for _ in range(self.retries + 1):
             reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], RuleReply,
                                                 role="optimizer", max_tokens=self.max_tokens,
@@ -284,27 +286,32 @@ class RuleProposer:
                               error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
         why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
         starts = cluster.kind in ("no-label", "long-answer")  # what to show is the sentence written, not its words
-        edit = rule_edit(skill, with_examples(rule, shown, self.examples, starts=starts), why, ids)
+        edit = rule_edit(skill, with_examples(rule, shown, self.examples, starts=starts, labels=labels), why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
 
 
-def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, starts: bool = False) -> str:
+def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, starts: bool = False,
+                  labels: Sequence[str] = ()) -> str:
     """The rule followed by up to `n` of its train failures' answers, expected beside written: a small
     target follows a convention it is shown far more often than one it is only told (the answers are
     train labels, never validation or test text). Only short answers that differ in form are quoted,
     except for a `no-label` cluster (`starts`), where the written answer was a sentence and the data
     wants one of its labels: that is the difference to show (seen on MRPC: told to answer
     'equivalent', the target wrote the label on one line and a sentence on its answer line); and so
-    for a `long-answer` cluster, whose short expected answers stand beside the sentences written."""
-    pairs = _label_pairs(failures) if starts else _form_pairs(failures)
+    for a `long-answer` cluster, whose short expected answers stand beside the sentences written.
+    A failure that wrote one of the data's closed `labels` for another is no difference of form
+    ("'entailment', not 'not_entailment'" is one train task's answer, not a convention): never quoted."""
+    pairs = _label_pairs(failures) if starts else _form_pairs(failures, labels)
     pairs = list(dict.fromkeys(pairs))[:n]
     return f"{rule.rstrip()}{EXAMPLES}{'; '.join(pairs)}." if pairs else rule
 
 
-def _form_pairs(failures: Sequence[ScoredRollout]) -> list[str]:
-    pairs = []
+def _form_pairs(failures: Sequence[ScoredRollout], labels: Sequence[str] = ()) -> list[str]:
+    pairs, closed = [], {normalize_answer(label) for label in labels}
     for r in failures:
         got, exp = stated_answer(r.output).strip(), first_answer(r)
+        if normalize_answer(got) in closed:  # a label written for another label: another answer, not a form
+            continue
         g, e = normalize_answer(got).split(), normalize_answer(exp).split()  # words and numbers: what they share
         # two numbers that differ once normalized are two answers ('40', not '30' teaches nothing)
         same_kind = bool(set(g) & set(e)) and not (is_numeric(" ".join(g)) and is_numeric(" ".join(e)))
