@@ -133,8 +133,8 @@ def accumulation_part(runs: list[dict]) -> list[str]:
     acc = [r for r in runs if r.get("accumulate") and r.get("versions_on_test")]
     if not acc:
         return []
-    out = ["", "How the skill accumulated over 3 epochs (each accepted version scored on test after the run; "
-           "these scores select nothing):", ""]
+    out = ["", "How the skill accumulated over 3 epochs (`--accumulate`: consolidation on, each accepted version "
+           "scored on test after the run; these scores select nothing):", ""]
     for r in acc:
         steps = []
         for v in r["versions_on_test"]:
@@ -143,7 +143,9 @@ def accumulation_part(runs: list[dict]) -> list[str]:
         n = next((v["n"] for v in r["versions_on_test"] if "n" in v), "-")
         done = "; ".join(f"epoch {c['epoch']} {c['decision']}" + (f" ({c['reason']})" if c["reason"] else "")
                          for c in r.get("consolidations", []))
-        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} (n={n}): " + " -> ".join(steps)
+        train = r.get("train_size", 8)  # rows from before ACCUMULATE_TRAIN trained on the quick preset's 8
+        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} ({train} train tasks, n={n} test): "
+                   + " -> ".join(steps)
                    + (f"; consolidation: {done}" if done else ""))
     return out
 
