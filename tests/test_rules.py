@@ -350,3 +350,34 @@ def test_one_label_written_for_another_is_never_quoted_as_a_difference_of_form()
     assert with_examples(rule, fails, 3, labels=labels) == f"{rule} For example: 'entailment', not 'entailment holds'."
     # without the data's labels the swap looks like words added, and was quoted
     assert "not 'not_entailment'" in with_examples(rule, fails, 3)
+
+
+def test_a_rule_the_skill_has_or_a_counted_fact_is_refused_and_another_condition_is_not():
+    """From the later epochs of a 3-epoch RTE run with the 1.5B: the skill's own rule written again
+    (gated: 0 won, 0 lost) and a counted fact's kind given as the rule."""
+    from skillopt.optimizer.rules import echoes, repeats
+
+    have = ("The agent should answer 'not_entailment' when the hypothesis and premise do not have a logical "
+            "connection or support each other. For example: 'entailment', not 'The hypothesis is...'.")
+    assert repeats("- The agent should answer 'not_entailment' when the hypothesis and premise do not have a "
+                   "logical connection or support each other.", [have])
+    assert repeats("Answer 'not_entailment' when the hypothesis and premise do not have a logical connection "
+                   "or support each other.", [f"## Rules\n\n- {have}"])
+    assert not repeats("The agent should answer 'not_entailment' when the hypothesis adds a fact the premise "
+                       "never states, such as a date or a place.", [have])
+    assert not repeats("Write the number without units.", [])
+    facts = ["3 of 4: a different answer altogether (no word in common) (e.g. agent 'x', expected 'y')"]
+    assert echoes("a different answer altogether (no word in common)", facts)
+    assert not echoes("Never give an answer altogether different from the passage's words.", facts)
+
+
+
+def test_the_draw_check_refuses_a_repeat_and_a_fact_and_keeps_a_new_condition():
+    from skillopt.optimizer.rules import Ask, Cluster, refusal
+
+    have = "The agent should answer 'not_entailment' when the hypothesis and premise do not have a logical connection."
+    fact = "1 of 1: a different answer altogether (no word in common) (e.g. agent 'x', expected 'y')"
+    ask = Ask("prompt", Cluster("wrong", ()), (), ("entailment", "not_entailment"), (fact,), (have,))
+    assert "repeats one the skill has" in refusal(have, ask)
+    assert "a counted fact" in refusal("a different answer altogether (no word in common)", ask)
+    assert refusal("Answer 'not_entailment' when the hypothesis names a date the premise never gives.", ask) is None

@@ -77,8 +77,12 @@ def restates_instructions(rule: str, n: int = 5) -> bool:
 def word_grams(text: str, n: int) -> set[tuple[str, ...]]:
     """Runs of `n` words, each cut to its stem ("copying" and "copy" alike: a small model echoes its
     instructions with the verb's form changed, "avoid copying names, numbers, or phrases")."""
-    words = [_stem(w) for w in re.findall(r"[a-z0-9']+", text.lower())]
+    words = _words(text)
     return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def _words(text: str) -> list[str]:
+    return [_stem(w) for w in re.findall(r"[a-z0-9']+", text.lower())]
 
 
 def _stem(word: str) -> str:
@@ -243,11 +247,13 @@ class RuleProposer:
     async def _one(self, state: SearchState, cluster: Cluster, k: int, passes: list[ScoredRollout],
                    labels: Sequence[str] = (), counted: Sequence[str] = ()) -> tuple[list[Reflection], Edit | None]:
         shown = _window(cluster.failures, k)
-        ids = [r.task_id for r in shown]
+        rules = rules_in(state.skill)
+        rejected = [e.text for e in state.rejected if e.text.strip()][-8:]
+        facts = [*counted, *counted_facts(cluster.failures)]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
-                        passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules_in(state.skill),
-                        rejected=[e.text for e in state.rejected if e.text.strip()][-8:], labels=list(labels),
-                        facts=[*counted, *counted_facts(cluster.failures)])
+                        passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules, rejected=rejected,
+                        labels=list(labels), facts=facts)
+        ask = Ask(prompt, cluster, tuple(shown), tuple(labels), tuple(facts), (*rules, *rejected))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         drawn: list[Reflection] = []
         for redraw in range(self.redraws + 1):
@@ -257,18 +263,17 @@ class RuleProposer:
             # never sees), and one more call is cheaper than a step without a rule
             seed = sample + 100 * redraw
             temperature = max(self.temperature or 0.0, 0.8) if seed else self.temperature
-            reflection, edit = await self._draw(state.skill, prompt, ids, cluster, shown, temperature, seed or None,
-                                                labels)
+            reflection, edit = await self._draw(state.skill, ask, temperature, seed or None)
             drawn.append(reflection)
             if edit is not None or reflection.transient:
                 break
         return drawn, edit
 
-    async def _draw(self, skill: Skill, prompt: str, ids: list[str], cluster: Cluster, shown: list[ScoredRollout],
-                    temperature: float | None, seed: int | None,
-                    labels: Sequence[str] = ()) -> tuple[Reflection, Edit | None]:
+    async def _draw(self, skill: Skill, ask: Ask, temperature: float | None,
+                    seed: int | None) -> tuple[Reflection, Edit | None]:
+        ids = [r.task_id for r in ask.shown]
         for _ in range(self.retries + 1):
-            reply = await self.models.chat_json(self.spec, [Message(role="user", content=prompt)], RuleReply,
+            reply = await self.models.chat_json(self.spec, [Message(role="user", content=ask.prompt)], RuleReply,
                                                 role="optimizer", max_tokens=self.max_tokens,
                                                 temperature=temperature, json_schema=reply_schema(), seed=seed)
             if not (isinstance(reply, StructuredFailure) and reply.transient):
@@ -276,18 +281,64 @@ class RuleProposer:
         if isinstance(reply, StructuredFailure):
             return Reflection(minibatch=ids, error=reply.error, transient=reply.transient), None
         rule = " ".join(reply.rule.split()).lstrip("-* ")
-        if len(rule) < 10:
-            return Reflection(minibatch=ids, analysis=reply.pattern, error="the reply held no rule"), None
-        if speaks_of_the_scorer(rule):
-            return Reflection(minibatch=ids, analysis=reply.pattern,
-                              error=f"the rule speaks of the expected answers, which the agent never sees: {rule[:120]}"), None
-        if restates_instructions(rule):
-            return Reflection(minibatch=ids, analysis=reply.pattern,
-                              error=f"the rule restates the instructions, not the failures: {rule[:120]}"), None
-        why = f"{cluster.kind}: {reply.pattern}".strip()[:400]
-        starts = cluster.kind in ("no-label", "long-answer")  # what to show is the sentence written, not its words
-        edit = rule_edit(skill, with_examples(rule, shown, self.examples, starts=starts, labels=labels), why, ids)
+        refused = refusal(rule, ask)
+        if refused:
+            return Reflection(minibatch=ids, analysis=reply.pattern, error=refused), None
+        why = f"{ask.cluster.kind}: {reply.pattern}".strip()[:400]
+        starts = ask.cluster.kind in ("no-label", "long-answer")  # what to show is the sentence written, not its words
+        edit = rule_edit(skill, with_examples(rule, ask.shown, self.examples, starts=starts, labels=ask.labels),
+                         why, ids)
         return Reflection(minibatch=ids, edits=[edit], analysis=why), edit
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One request for a rule: its prompt and what the reply's rule is checked against."""
+
+    prompt: str
+    cluster: Cluster
+    shown: tuple[ScoredRollout, ...]  # the failures the prompt shows
+    labels: tuple[str, ...]  # the train split's closed answer set, if any
+    facts: tuple[str, ...]  # the counted facts the prompt shows
+    earlier: tuple[str, ...]  # rules the skill has, and rules tried and rejected
+
+
+def refusal(rule: str, ask: Ask) -> str | None:
+    """Why a drawn rule is no rule to try (None: it is one)."""
+    if len(rule) < 10:
+        return "the reply held no rule"
+    if speaks_of_the_scorer(rule):
+        return f"the rule speaks of the expected answers, which the agent never sees: {rule[:120]}"
+    if restates_instructions(rule):
+        return f"the rule restates the instructions, not the failures: {rule[:120]}"
+    if echoes(rule, ask.facts):
+        return f"the rule is a counted fact, not an instruction: {rule[:120]}"
+    if repeats(rule, ask.earlier):
+        return f"the rule repeats one the skill has or one tried and rejected: {rule[:120]}"
+    return None
+
+
+REPEAT_SHARE = 0.8  # of a rule's word triples found in one earlier rule: a repeat of it
+
+
+def echoes(rule: str, facts: Sequence[str]) -> bool:
+    """The rule's words are all inside one line of the counted facts it was shown, in order (the 1.5B
+    answered "a different answer altogether (no word in common)": a fact's kind, not an instruction)."""
+    own = " ".join(_words(split_quotes(rule)[0]))
+    return bool(own) and any(f" {own} " in f" {' '.join(_words(f))} " for f in facts)
+
+
+def repeats(rule: str, earlier: Sequence[str]) -> bool:
+    """Most of the rule's own word triples (before the answers it quotes; `REPEAT_SHARE`) are in one
+    rule the skill has or one tried and rejected: in the later epochs of a 3-epoch RTE run the 1.5B
+    wrote the skill's own rule again, and the gate spent a decision on a skill that said it twice. A
+    rule that shares an opening ("The agent should answer 'not_entailment' when the hypothesis ...")
+    and states another condition is no repeat."""
+    own = split_quotes(rule)[0]
+    n = min(3, len(_words(own)))
+    grams = word_grams(own, n) if n else set()
+    return bool(grams) and any(
+        len(grams & word_grams(split_quotes(x)[0], n)) >= REPEAT_SHARE * len(grams) for x in earlier)
 
 
 def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, starts: bool = False,
