@@ -122,8 +122,9 @@ def _versus(mine: list[dict], key: str, name: str) -> str:
     def rows(fams: list[str]) -> str:  # a family can be ahead on one split seed and behind on another
         return f"{len(fams)} row{'s' * (len(fams) != 1)}" + (f" ({', '.join(sorted(set(fams)))})" if fams else "")
 
-    return (f" {name} beside {len(versus)} of these rows ({len({f for f, _ in versus})} famil"
-            f"{'y' if len({f for f, _ in versus}) == 1 else 'ies'}): ours ahead (paired interval above zero) on "
+    families = {f for f, _ in versus}
+    return (f" {name} beside {len(versus)} of these rows ({len(families)} famil"
+            f"{'y' if len(families) == 1 else 'ies'}): ours ahead (paired interval above zero) on "
             f"{rows(ahead)}, behind on {rows(behind)}; families ahead and never behind: "
             f"{', '.join(sorted(set(ahead) - set(behind))) or 'none'}.")
 

@@ -37,16 +37,13 @@ def restore_protected(text: str, passages: list[str], first: bool) -> str:
     the end of the body (the first one at the start when `first`: it opened the body). A passage the
     rewrite copied whole stays once, its placeholder removed."""
     for n, passage in enumerate(passages, 1):
-        marks = [m for m in KEEP_RE.finditer(text) if int(m.group(1)) == n]
-        if passage.strip() in text or not marks:
-            text = KEEP_RE.sub(lambda m, n=n: "" if int(m.group(1)) == n else m.group(0), text)
-            if passage.strip() not in text:
-                text = f"{passage}\n\n{text.lstrip()}" if first and n == 1 else f"{text.rstrip()}\n\n{passage}\n"
-        else:
-            head, tail = text[: marks[0].start()], text[marks[0].end():]
-            tail = KEEP_RE.sub(lambda m, n=n: "" if int(m.group(1)) == n else m.group(0), tail)
-            text = head + passage + tail
-    text = KEEP_RE.sub("", text)  # a placeholder the rewrite made up stands for nothing
+        mark = next((m for m in KEEP_RE.finditer(text) if int(m.group(1)) == n), None)
+        if mark and passage.strip() not in text:
+            text = text[: mark.start()] + passage + text[mark.end():]
+    text = KEEP_RE.sub("", text)  # placeholders used, repeated or made up stand for nothing more
+    for n, passage in enumerate(passages, 1):
+        if passage.strip() not in text:
+            text = f"{passage}\n\n{text.lstrip()}" if first and n == 1 else f"{text.rstrip()}\n\n{passage}\n"
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
@@ -63,7 +60,7 @@ async def consolidate(models: Models, spec: ModelSpec, skill: Skill, token_cap: 
     body = reply.body.strip()
     if not KEEP_RE.sub("", body).strip():
         return None, "consolidation returned an empty body"
-    first = bool(passages) and not skill.body[: skill.protected_spans()[0][0]].strip()
+    first = shown.lstrip().startswith(KEEP.format(1))  # the body opened with its first passage
     body = restore_protected(body, passages, first)
     if any(p not in body for p in passages):  # restore_protected puts every one back: a bug if not
         return None, "consolidation lost a protected passage; discarded"
