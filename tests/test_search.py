@@ -404,6 +404,23 @@ def test_a_reflection_that_is_code_alone_is_not_tried(tmp_path):
     assert "not tried: a reflection that gave code or a command, no instruction" in report
 
 
+def test_a_reflection_that_says_what_the_skill_says_is_not_tried(tmp_path):
+    """At step 3 of a 3-epoch RTE run the 1.5B's reflection added the seed's own sentence, with the
+    description's ending, to the seed: gated, 0 won 1 lost. An added passage whose word triples are
+    nearly all in the skill already is refused before any rollout; one that says something new is not."""
+    again = "Read the task, reason briefly, then give the final answer in the requested format."
+    cands, run, report = refused_run(tmp_path, "again", lambda failed: again)
+    cands = [c for c in cands if c["origin"] == "reflection"]
+    assert cands and all(c["status"] == "duplicate" and c["version"] is None for c in cands)
+    assert all("says what the skill already says" in c["note"] for c in cands)
+    assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}  # nothing stored or rolled out
+    assert "the edit says what the skill already says" in report
+
+    new = "Before the answer line, check each name you give against the task's own spelling."
+    cands, _, _ = refused_run(tmp_path, "new", lambda failed: new)
+    assert any(c["origin"] == "reflection" and c["version"] is not None for c in cands)
+
+
 @pytest.mark.parametrize("text, bare", [
     ("import cmath", True), ("```mswea_bash_command\npytest\n```\n", True), ("export PATH=$PATH:/usr/bin", True),
     ("`pytest -q`", True), ("def f(x):\n    return x\n", True), ("## Tests\n```\npytest\n```", True),

@@ -28,7 +28,7 @@ from skillopt.optimizer.lessons import LessonProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
-from skillopt.optimizer.rules import RuleProposer, split_quotes
+from skillopt.optimizer.rules import RuleProposer, said_already, split_quotes
 from skillopt.optimizer.reply_shape import ShapeProposer, Shapes
 from skillopt.optimizer.template import LEARNED, template
 from skillopt.record import Candidate
@@ -199,6 +199,13 @@ class Preparer:
                 c.note = f"the edit was code or a command alone: {edits[0].text.strip()[:80]!r}"
                 return
             edits = worded
+            said = skill.render()
+            new = [e for e in edits if not (e.op == "add" and e.part == "body" and said_already(e.text, said))]
+            if not new:
+                c.status = "duplicate"
+                c.note = f"the edit says what the skill already says: {edits[0].text.strip()[:80]!r}"
+                return
+            edits = new
         if cfg.train.leakage_check and c.origin not in EXEMPT:
             findings = leaks(c, edits, shown, skill, labels)
             c.leakage = [str(f) for f in findings]

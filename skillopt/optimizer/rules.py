@@ -341,6 +341,17 @@ def repeats(rule: str, earlier: Sequence[str]) -> bool:
         len(grams & word_grams(split_quotes(x)[0], n)) >= REPEAT_SHARE * len(grams) for x in earlier)
 
 
+def said_already(text: str, skill: str) -> bool:
+    """Most of the text's word triples (`REPEAT_SHARE`) are somewhere in the skill (front matter
+    included): an added passage that says what the skill says. At step 3 of a 3-epoch RTE run the
+    1.5B's reflection added the seed's own sentence with the description's ending ("Read the task,
+    reason briefly, then give the final answer in the requested format."), and the gate spent a
+    decision on it."""
+    n = min(3, len(_words(text)))
+    grams = word_grams(text, n) if n else set()
+    return bool(grams) and len(grams & word_grams(skill, n)) >= REPEAT_SHARE * len(grams)
+
+
 def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, starts: bool = False,
                   labels: Sequence[str] = ()) -> str:
     """The rule followed by up to `n` of its train failures' answers, expected beside written: a small

@@ -104,7 +104,7 @@ def verdict(c: Candidate) -> tuple[bool, str]:
                "no-instruction": "not tried: a reflection that gave code or a command, no instruction",
                "not-applied": "not tried: no edit applied to the skill",
                "over-cap": "not tried: over the skill's token cap",
-               "duplicate": "not tried: the same skill was already tried",
+               "duplicate": "not tried: nothing new (the same skill was tried, or the edit says what the skill says)",
                "not-gated": "not gated: another candidate of this step was gated first"}
     why = reasons.get(c.status, c.status)
     note = c.note.replace("; another candidate was gated first", "")  # runs before it was said once
