@@ -421,6 +421,35 @@ def test_a_reflection_that_says_what_the_skill_says_is_not_tried(tmp_path):
     assert any(c["origin"] == "reflection" and c["version"] is not None for c in cands)
 
 
+def test_a_reflection_that_repeats_one_rejected_is_not_tried(tmp_path):
+    """In a 3-epoch mbpp-bash run the 1.5B's reflection at step 3 was the one screened out at step 2,
+    word for word under another anchor, and at step 4 it gave a rule rejected at step 3 as its
+    reflection: each cost a screen. An edit whose word triples are nearly all in one edit tried and
+    rejected is not tried, wherever it is anchored."""
+    first = "Before the answer line, check each name you give against the task's own spelling."
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+
+    def script(req: FakeRequest) -> FakeReply:
+        if "You improve a skill" in req.last_user_text:
+            failed = re.findall(r"FAILED task (item-\d+)", req.last_user_text)
+            again = "own spelling" in req.last_user_text  # the rejected edit is shown: write it again elsewhere
+            text, anchor = (first[:-1] + ", every time.", "# Solving tasks") if again else (first, "")
+            return FakeReply(text=json.dumps({"analysis": "from the failures", "edits": [
+                {"op": "add", "anchor": anchor, "text": text, "rationale": "it failed", "evidence": failed[:1]}]}))
+        return FakeReply(text="Answer: unknown")
+
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, "again", "--set", "train.consolidate=false",
+                             "--set", "train.demonstrations=false", "--set", "train.rules_per_step=0",
+                             train=8, epochs=1) + ["--batch-size", "4"], tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    steps = {step: [c for c in json.loads((tmp_path / "runs" / "again" / "steps" / step / "candidates.json")
+                                          .read_text()) if c["origin"] == "reflection"] for step in ("0001", "0002")}
+    assert steps["0001"] and all(c["status"] != "duplicate" for c in steps["0001"])
+    assert steps["0002"] and all(c["status"] == "duplicate" and c["version"] is None for c in steps["0002"])
+    assert all("repeats one tried and rejected" in c["note"] for c in steps["0002"])
+
+
 @pytest.mark.parametrize("text, bare", [
     ("import cmath", True), ("```mswea_bash_command\npytest\n```\n", True), ("export PATH=$PATH:/usr/bin", True),
     ("`pytest -q`", True), ("def f(x):\n    return x\n", True), ("## Tests\n```\npytest\n```", True),

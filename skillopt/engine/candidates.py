@@ -28,7 +28,7 @@ from skillopt.optimizer.lessons import LessonProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
-from skillopt.optimizer.rules import RuleProposer, said_already, split_quotes
+from skillopt.optimizer.rules import RuleProposer, repeats, said_already, split_quotes
 from skillopt.optimizer.reply_shape import ShapeProposer, Shapes
 from skillopt.optimizer.template import LEARNED, template
 from skillopt.record import Candidate
@@ -189,7 +189,9 @@ class Preparer:
     def __init__(self, ctx: Context):
         self.ctx = ctx
 
-    def prepare(self, c: Candidate, skill: Skill, shown: list[Task], labels: Sequence[str] = ()) -> None:
+    def prepare(self, c: Candidate, skill: Skill, shown: list[Task], labels: Sequence[str] = (),
+                rejected: Sequence[str] = ()) -> None:
+        """`rejected`: the texts of edits tried alone and turned down (the ledger's)."""
         cfg, store = self.ctx.cfg, self.ctx.store
         edits = list(c.edits)
         if c.origin in INSTRUCTED:
@@ -205,7 +207,12 @@ class Preparer:
                 c.status = "duplicate"
                 c.note = f"the edit says what the skill already says: {edits[0].text.strip()[:80]!r}"
                 return
-            edits = new
+            fresh = [e for e in new if e.op == "delete" or not repeats(e.text, rejected)]
+            if not fresh:
+                c.status = "duplicate"
+                c.note = f"the edit repeats one tried and rejected: {new[0].text.strip()[:80]!r}"
+                return
+            edits = fresh
         if cfg.train.leakage_check and c.origin not in EXEMPT:
             findings = leaks(c, edits, shown, skill, labels)
             c.leakage = [str(f) for f in findings]

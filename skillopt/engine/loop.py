@@ -115,7 +115,8 @@ class Trainer:
         candidates = proposal.candidates
         store.write_reflections(n, proposal.reflections)
         for c in candidates:
-            self.preparer.prepare(c, skill, list(by_id.values()), self.labels)
+            self.preparer.prepare(c, skill, list(by_id.values()), self.labels,
+                                  [e.text for e in self.state.ledger.rejected])
         incumbent_train = {r.task_id: r for r in records}
         for c in candidates:
             if c.status == "proposed":
