@@ -354,10 +354,11 @@ def test_a_worked_example_is_the_shortest_correct_reply_that_shows_its_work_whol
 
 
 # the leakage check -------------------------------------------------------------------------------------
-def refused_run(tmp_path: Path, run_id: str, edit_text) -> tuple[list[dict], Path, str]:
+def refused_run(tmp_path: Path, run_id: str, edit_text, tasks: list[dict] | None = None
+                ) -> tuple[list[dict], Path, str]:
     """A one-epoch run whose reflections each propose one edit, `edit_text(failed task ids)`, and whose
     target never answers right: the step's candidates, the run's folder, and its markdown report."""
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    data = write_jsonl(tmp_path / f"{run_id}.jsonl", tasks or code_tasks(16))
 
     def script(req: FakeRequest) -> FakeReply:
         if "You improve a skill" in req.last_user_text:
@@ -404,21 +405,30 @@ def test_a_reflection_that_is_code_alone_is_not_tried(tmp_path):
     assert "not tried: a reflection that gave code or a command, no instruction" in report
 
 
-def test_a_reflection_that_says_what_the_skill_says_is_not_tried(tmp_path):
+def test_a_reflection_that_says_what_the_skill_or_the_task_says_is_not_tried(tmp_path):
     """At step 3 of a 3-epoch RTE run the 1.5B's reflection added the seed's own sentence, with the
-    description's ending, to the seed: gated, 0 won 1 lost. An added passage whose word triples are
-    nearly all in the skill already is refused before any rollout; one that says something new is not."""
+    description's ending, to the seed: gated, 0 won 1 lost; in a 3-epoch mbpp-bash run one restated
+    the task's own "Write the complete code in `solution.sh`" (gated over 26 validation tasks). An
+    added passage whose word triples are nearly all in the skill, or in the skill and a task, is
+    refused before any rollout; one that says something new is not."""
     again = "Read the task, reason briefly, then give the final answer in the requested format."
     cands, run, report = refused_run(tmp_path, "again", lambda failed: again)
     cands = [c for c in cands if c["origin"] == "reflection"]
     assert cands and all(c["status"] == "duplicate" and c["version"] is None for c in cands)
-    assert all("says what the skill already says" in c["note"] for c in cands)
+    assert all("says what the skill or the task already says" in c["note"] for c in cands)
     assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}  # nothing stored or rolled out
-    assert "the edit says what the skill already says" in report
+    assert "the edit says what the skill or the task already says" in report
 
     new = "Before the answer line, check each name you give against the task's own spelling."
     cands, _, _ = refused_run(tmp_path, "new", lambda failed: new)
     assert any(c["origin"] == "reflection" and c["version"] is not None for c in cands)
+
+    # the task's own instructions, which every task states: no leak (shared wording), and nothing new
+    shared = "Write the code in capital letters, with its dash, on the last line."
+    tasks = [{**t, "question": f"{t['question']} {shared}"} for t in code_tasks(16)]
+    cands, _, _ = refused_run(tmp_path, "task", lambda failed: shared, tasks)
+    cands = [c for c in cands if c["origin"] == "reflection"]
+    assert cands and all(c["status"] == "duplicate" and not c["leakage"] for c in cands)
 
 
 def test_a_reflection_that_repeats_one_rejected_is_not_tried(tmp_path):

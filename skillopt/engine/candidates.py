@@ -183,6 +183,27 @@ def _own_evidence_only(edits: list[Edit], shown: list[Task], skill: Skill) -> li
                         own=[t for t in shown if t.id in own]).check(edits)
 
 
+def something_new(c: Candidate, edits: list[Edit], skill: Skill, shown: list[Task],
+                  rejected: Sequence[str]) -> list[Edit]:
+    """A reflection's edits that say something new; when none does, none, and the candidate's status
+    says why. Not new: an added passage whose word triples are nearly all in the skill, or in the
+    skill and one train task as the agent reads them together (the 1.5B added the seed's own
+    sentence, the protected code format, the task's own "Write the complete code in `solution.sh`");
+    an edit nearly all in one edit tried and rejected, under any anchor (a reflection screened out
+    the step before, a rejected rule given as a reflection)."""
+    said = [skill.render()] + [f"{skill.render()}\n{t.prompt}" for t in shown]
+    new = [e for e in edits if not (e.op == "add" and e.part == "body" and any(said_already(e.text, x) for x in said))]
+    if not new:
+        c.status = "duplicate"
+        c.note = f"the edit says what the skill or the task already says: {edits[0].text.strip()[:80]!r}"
+        return []
+    fresh = [e for e in new if e.op == "delete" or not repeats(e.text, rejected)]
+    if not fresh:
+        c.status = "duplicate"
+        c.note = f"the edit repeats one tried and rejected: {new[0].text.strip()[:80]!r}"
+    return fresh
+
+
 class Preparer:
     """Turns a proposed candidate into a stored skill version, or says why it will not be tried."""
 
@@ -201,18 +222,6 @@ class Preparer:
                 c.note = f"the edit was code or a command alone: {edits[0].text.strip()[:80]!r}"
                 return
             edits = worded
-            said = skill.render()
-            new = [e for e in edits if not (e.op == "add" and e.part == "body" and said_already(e.text, said))]
-            if not new:
-                c.status = "duplicate"
-                c.note = f"the edit says what the skill already says: {edits[0].text.strip()[:80]!r}"
-                return
-            fresh = [e for e in new if e.op == "delete" or not repeats(e.text, rejected)]
-            if not fresh:
-                c.status = "duplicate"
-                c.note = f"the edit repeats one tried and rejected: {new[0].text.strip()[:80]!r}"
-                return
-            edits = fresh
         if cfg.train.leakage_check and c.origin not in EXEMPT:
             findings = leaks(c, edits, shown, skill, labels)
             c.leakage = [str(f) for f in findings]
@@ -222,6 +231,10 @@ class Preparer:
                 self.ctx.emit(Note(f"{c.id}: leakage check dropped {len(findings)} edit(s): {c.leakage[0]}"))
             if not edits:
                 c.status, c.note = "leaked", "every edit copied task text"
+                return
+        if c.origin in INSTRUCTED:
+            edits = something_new(c, edits, skill, shown, rejected)
+            if not edits:
                 return
         result = apply_edits(skill, edits, token_cap=cfg.train.skill_token_cap)
         c.applied = [f"{r.status}: {r.detail}" if r.status != "applied" else "applied" for r in result.reports]
