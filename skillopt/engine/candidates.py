@@ -191,8 +191,9 @@ def something_new(c: Candidate, edits: list[Edit], skill: Skill, shown: list[Tas
     sentence, the protected code format, the task's own "Write the complete code in `solution.sh`");
     an edit nearly all in one edit tried and rejected, under any anchor (a reflection screened out
     the step before, a rejected rule given as a reflection)."""
-    said = [skill.render()] + [f"{skill.render()}\n{t.prompt}" for t in shown]
-    new = [e for e in edits if not (e.op == "add" and e.part == "body" and any(said_already(e.text, x) for x in said))]
+    own = skill.render()
+    said = [own, *(f"{own}\n{t.prompt}" for t in shown)]
+    new = [e for e in edits if not (e.op == "add" and e.part == "body" and said_already(e.text, said))]
     if not new:
         c.status = "duplicate"
         c.note = f"the edit says what the skill or the task already says: {edits[0].text.strip()[:80]!r}"

@@ -114,9 +114,9 @@ class Trainer:
         proposal = await propose_all(self.proposers, search, self.ctx.emit)
         candidates = proposal.candidates
         store.write_reflections(n, proposal.reflections)
+        rejected = [e.text for e in search.rejected]
         for c in candidates:
-            self.preparer.prepare(c, skill, list(by_id.values()), self.labels,
-                                  [e.text for e in self.state.ledger.rejected])
+            self.preparer.prepare(c, skill, list(by_id.values()), self.labels, rejected)
         incumbent_train = {r.task_id: r for r in records}
         for c in candidates:
             if c.status == "proposed":

@@ -318,7 +318,7 @@ def refusal(rule: str, ask: Ask) -> str | None:
     return None
 
 
-REPEAT_SHARE = 0.8  # of a rule's word triples found in one earlier rule: a repeat of it
+REPEAT_SHARE = 0.8  # of a text's word triples found in one earlier text: a repeat of it
 
 
 def echoes(rule: str, facts: Sequence[str]) -> bool:
@@ -329,27 +329,22 @@ def echoes(rule: str, facts: Sequence[str]) -> bool:
 
 
 def repeats(rule: str, earlier: Sequence[str]) -> bool:
-    """Most of the rule's own word triples (before the answers it quotes; `REPEAT_SHARE`) are in one
-    rule the skill has or one tried and rejected: in the later epochs of a 3-epoch RTE run the 1.5B
-    wrote the skill's own rule again, and the gate spent a decision on a skill that said it twice. A
-    rule that shares an opening ("The agent should answer 'not_entailment' when the hypothesis ...")
-    and states another condition is no repeat."""
-    own = split_quotes(rule)[0]
-    n = min(3, len(_words(own)))
-    grams = word_grams(own, n) if n else set()
-    return bool(grams) and any(
-        len(grams & word_grams(split_quotes(x)[0], n)) >= REPEAT_SHARE * len(grams) for x in earlier)
+    """Most of the rule's own word triples (before the answers it quotes) are in one rule the skill
+    has or one tried and rejected: in the later epochs of a 3-epoch RTE run the 1.5B wrote the
+    skill's own rule again, and the gate spent a decision on a skill that said it twice. A rule that
+    shares an opening ("The agent should answer 'not_entailment' when the hypothesis ...") and states
+    another condition is no repeat."""
+    return said_already(split_quotes(rule)[0], [split_quotes(x)[0] for x in earlier])
 
 
-def said_already(text: str, skill: str) -> bool:
-    """Most of the text's word triples (`REPEAT_SHARE`) are somewhere in the skill (front matter
-    included): an added passage that says what the skill says. At step 3 of a 3-epoch RTE run the
-    1.5B's reflection added the seed's own sentence with the description's ending ("Read the task,
-    reason briefly, then give the final answer in the requested format."), and the gate spent a
-    decision on it."""
+def said_already(text: str, said: Sequence[str]) -> bool:
+    """Most of the text's word triples (`REPEAT_SHARE`) are in one of `said`: a passage that says
+    what one of them says. At step 3 of a 3-epoch RTE run the 1.5B's reflection added the seed's own
+    sentence with the description's ending ("Read the task, reason briefly, then give the final
+    answer in the requested format."), and the gate spent a decision on it."""
     n = min(3, len(_words(text)))
     grams = word_grams(text, n) if n else set()
-    return bool(grams) and len(grams & word_grams(skill, n)) >= REPEAT_SHARE * len(grams)
+    return bool(grams) and any(len(grams & word_grams(x, n)) >= REPEAT_SHARE * len(grams) for x in said)
 
 
 def with_examples(rule: str, failures: Sequence[ScoredRollout], n: int, starts: bool = False,
