@@ -185,3 +185,28 @@ async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, 
                     rules=[], rejected=[], facts=facts, labels=[])
     assert "that did not exist where\nthe code ran" in prompt and "were this same text" in prompt
     assert "Expected answer" not in prompt
+
+
+async def test_one_shell_complaint_about_two_tasks_is_counted_once_with_what_it_was_about(bench, tmp_path):
+    """Bash's `$(( ))` does integer arithmetic only: a decimal in it is "syntax error: invalid arithmetic
+    operator", whatever the expression (4 of the seed's failures in a development mbpp-bash run, each
+    about its own formula, and so never counted together). The place ("environment: line 3:") and the
+    expression are no part of the complaint; the count shows the expressions beside it."""
+    from skillopt.optimizer.facts import check_facts
+    from skillopt.optimizer.types import ScoredRollout
+
+    cases = [("mbpp-bash-14", 'find_Volume() {\n  echo $(( 0.5 * $1 * $2 * $3 ))\n}'),
+             ("mbpp-bash-11", 'remove_Occ() {\n  local r=$(( 1.5 * 2 ))\n  echo "$r"\n}')]
+    scored = []
+    for i, (tid, code) in enumerate(cases):
+        t = task(bench, tid)
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        bench.prepare(t, ws)
+        s = await bench.score(t, RolloutOutput(text=fenced(code)), ws)
+        assert s.hard == 0 and "invalid arithmetic operator" in s.feedback, s.feedback
+        scored.append(ScoredRollout(task_id=tid, prompt=t.prompt, reference="", output=fenced(code), hard=s.hard,
+                                    soft=s.soft, feedback=s.feedback, summary=""))
+    (said,) = [f for f in check_facts(scored) if f.startswith("the shell said")]
+    assert said.startswith("the shell said: '...: syntax error: invalid arithmetic operator' in 2 of 2 (on '0.5 * ")
+    assert "'1.5 * 2'" in said and "line" not in said

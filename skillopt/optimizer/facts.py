@@ -150,7 +150,10 @@ def stated_answer(output: str) -> str:
 _UNDEFINED = re.compile(r"command not found|NameError: name '[^']*' is not defined")
 _TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
 _RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
-_COMPLAINT = re.compile(r"\(bash said: (?:[^:()]+: line \d+: )?([^()]*?)\)")
+# what bash said, up to the parenthesis that closes it (the text may hold parentheses of its own)
+_SAID = re.compile(r"\(bash said: (.*?)\)(?=; |\s\(code from|$)")
+_WHERE = re.compile(r"^(?:[\w.-]+: )*(?:-c: )?line \d+: ")  # where bash says it was: not part of what it said
+_BC = re.compile(r"^\(standard_in\) \d+: ")  # where bc (run by the code) says it was: "bc" is what matters
 # a function defined in the reply: Python's `def name(`, bash's `name() {` or `function name`
 _DEFINES = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\(|^\s*[\w.-]+\s*\(\s*\)\s*(?:\{|$)|^\s*function\s+[\w.-]+", re.M)
 _VALUE = re.compile(r"(`[^`]+`|\S+\(.*?\)) (printed|returned) ('.*?'|\S+?), expected ('.*?'|[^;()]+?)(?= \(|;|$)")
@@ -182,9 +185,13 @@ def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     raised = Counter(e for r in failures for e in dict.fromkeys(_RAISED.findall(r.feedback)))
     if raised:
         out.append("raised: " + ", ".join(f"{e} in {k} of {n}" for e, k in raised.most_common(3)))
-    said = Counter(c for r in failures for c in dict.fromkeys(_complaints(r.feedback)))
+    said: dict[str, list[str]] = {}  # a complaint -> what it was about, one per failure
+    for r in failures:
+        for complaint, about in dict(_complaints(r.feedback)).items():
+            said.setdefault(complaint, []).append(about)
     if said:
-        out.append("the shell said: " + "; ".join(f"'{c}' in {k} of {n}" for c, k in said.most_common(3)))
+        common = sorted(said.items(), key=lambda kv: -len(kv[1]))[:3]
+        out.append("the shell said: " + "; ".join(f"'{c}' in {len(on)} of {n}{_on(on)}" for c, on in common))
     values = [m for r in failures for m in _VALUE.findall(r.feedback)[:1] if m[2] not in ("''", '""')]
     if values:
         out.append("values given beside the ones expected: " + "; ".join(
@@ -198,11 +205,31 @@ def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
     return out
 
 
-def _complaints(feedback: str) -> list[str]:
-    """The shell's last complaints in a check's feedback, the name of the function called replaced."""
+def _complaints(feedback: str) -> list[tuple[str, str]]:
+    """The shell's last complaints in a check's feedback, each as (what it said, what it said it of).
+    Bash writes "<where>: line 3: <what>: <message>": the message is what recurs across tasks (a
+    decimal in `$(( ))` is "syntax error: invalid arithmetic operator" whatever the expression), so
+    the place goes, and the expression is set apart to be shown beside the count, not counted; the
+    called function's own name becomes "<the function called>", as one name of many tasks."""
     called = set(re.findall(r"`([\w.-]+)", feedback))
-    return [re.sub(r"[\w.-]+", lambda m: "<the function called>" if m.group(0) in called else m.group(0), c)[:80]
-            for c in map(str.strip, _COMPLAINT.findall(feedback)) if c]
+    out = []
+    for text in _SAID.findall(feedback):
+        text = _BC.sub("bc: ", _WHERE.sub("", text.strip())).split(" (error token is")[0].strip()
+        about, sep, message = text.partition(": ")
+        about = about.strip()
+        if not sep or not message[:1].isalpha():  # no "<what>: <message>": the whole is the message
+            about, message = "", text
+        if about in called or (not about and message.endswith("command not found")):
+            out.append((f"<the function called>: {message}"[:80], ""))
+        elif text:
+            out.append(((f"...: {message}" if about else message)[:80], about[:40]))
+    return out
+
+
+def _on(about: Sequence[str]) -> str:
+    """Up to two of the things a complaint was about, as the count's example."""
+    shown = list(dict.fromkeys(a for a in about if a))[:2]
+    return f" (on {', '.join(repr(a) for a in shown)})" if shown else ""
 
 
 def is_numeric(text: str) -> bool:
