@@ -1,7 +1,8 @@
 """How far a skill's text can move the embedded 1.5B target on the knowledge and conventions families.
 
 The development suite (perf/suite.py) has families whose score turns on a convention of the
-data the prompt never states: squad, jeopardy, naturalqs and boolq (FAMILIES there says why each). This
+data the prompt never states: squad, jeopardy, naturalqs and boolq (FAMILIES there says why each),
+and mbpp-bash, whose checks read what a bash function prints in forms the task never names. This
 script asks whether the best text an optimizer could write would move local:qwen2.5-coder-1.5b
 there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
 scores on the val and test splits (both development data for split seeds 0-4) three skills:
@@ -12,9 +13,10 @@ scores on the val and test splits (both development data for split seeds 0-4) th
   convention as a person who has read the data would write it (RULES below, hand-written: the
   oracle of what a rule edit could say);
 - `examples`: the seed plus a section with the first 4 train tasks of the split, each its question
-  (no passage, no answer-format line) and `Answer: <first expected answer>` (train tasks only).
+  (no passage, no answer-format line) and `Answer: <first expected answer>` (train tasks only); for
+  a code family, the task's description and test line and its reference function in a code block.
 
-New sections go before the seed's protected "Answer format" block, which stays as it is. Each skill
+New sections go before the seed's first protected block ("Answer format", "Code format"), which stays as it is. Each skill
 is scored by the real CLI (`skillopt eval`), one run at a time, in the work folder; per-task hard
 scores come from each run's rollouts, errored (infrastructure) rollouts left out of both sides.
 The rule and examples skills are paired against the seed on the same tasks with `stats.paired_lift`,
@@ -22,8 +24,8 @@ the interval `skillopt compare` shows.
 
 It writes perf/results/knowledge_headroom.json: per family and variant, the added section, hard
 score and n, and for rule and examples the paired difference with its 95% interval, tasks won and
-lost, and which ones. Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs]
-                                                                [--seed 0] [--splits val,test] [--work DIR]
+lost, and which ones, and what the gate decides on the validation pairs. Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs]
+                                                                [--seed 0] [--splits val,test] [--variants rule,examples] [--work DIR]
 """
 
 from __future__ import annotations
@@ -40,9 +42,12 @@ sys.path.insert(0, str(REPO))
 
 from perf.common import commit, machine, skillopt, stop_runs_on_sigterm, uptime, write_result  # noqa: E402
 from skillopt.benchmarks import get_benchmark  # noqa: E402
+from skillopt.benchmarks.code import reference_code  # noqa: E402
 from skillopt.benchmarks.qa import ANSWER_FORMAT  # noqa: E402
 from skillopt.config import PRESETS, RunConfig, resolve_config  # noqa: E402
+from skillopt.engine.gating import gate_test  # noqa: E402
 from skillopt.engine.setup import seed_skill  # noqa: E402
+from skillopt.optimizer.sequential_test import SequentialGate  # noqa: E402
 from skillopt.skill import Skill  # noqa: E402
 from skillopt.stats import paired_lift  # noqa: E402
 from skillopt.store.run_store import RunStore  # noqa: E402
@@ -50,7 +55,7 @@ from skillopt.store.scores import per_task  # noqa: E402
 
 TARGET = "local:qwen2.5-coder-1.5b"
 EXAMPLES = 4  # train tasks shown by the `examples` skill
-ANSWER_HEADING = "## Answer format"
+PROTECTED = "<!-- skillopt:protected -->"
 
 # hand-written: each family's convention as a person who has read its expected answers would state it
 RULES = {
@@ -64,6 +69,13 @@ RULES = {
     "boolq": "The answer is the one word yes or no, as the passage decides it: never a sentence or an explanation.",
     "rte": "Answer with one of the two labels: entailment (the premise shows the hypothesis is true) or "
            "not_entailment (it does not).",
+    # read off the seed's failed checks on development split seed 0: replies that were the file name alone,
+    # functions that returned their result as an exit status, yes/no results printed as 0/1 or nothing, and
+    # decimals in bash's whole-number `$(( ))` ("syntax error: invalid arithmetic operator")
+    "mbpp-bash": "The checks run the function and read what it prints: print the result with echo, never only "
+                 "return it as an exit status, and print nothing else. Print a yes/no result as the word true or "
+                 "false. Bash's $(( )) does whole numbers only: compute decimals with awk or bc -l and print them "
+                 "in full, not rounded. Write the whole function in the ```bash block, never only the file name.",
 }
 
 
@@ -74,22 +86,28 @@ def preset_config(family: str, seed: int) -> RunConfig:
 
 def question_of(task, family: str) -> str:
     """The prompt without the benchmark's answer-format line, and without the passage before the question
-    (squad, boolq)."""
+    (squad, boolq); a code task's without its last paragraph (where to write the code)."""
+    if "scorer" not in task.metadata:  # code: checked by running it
+        return task.prompt.strip().rpartition("\n\n")[0]
     text = task.prompt.removesuffix(ANSWER_FORMAT[task.metadata["scorer"]]).strip()
     return text.rpartition("\n\n")[2].strip() if text.startswith("Context:\n") else text
 
 
 def with_section(seed: Skill, section: str) -> Skill:
-    """The seed skill with `section` inserted before its protected answer-format block."""
-    at = seed.body.find(ANSWER_HEADING)
-    if at < 0:
-        raise SystemExit(f"the seed skill {seed.name!r} has no {ANSWER_HEADING!r} section to insert before")
+    """The seed skill with `section` inserted before the heading of its first protected block."""
+    at = seed.body.rfind("\n## ", 0, seed.body.find(PROTECTED)) + 1
+    if seed.body.find(PROTECTED) < 0 or at <= 0:
+        raise SystemExit(f"the seed skill {seed.name!r} has no protected section to insert before")
     return seed.with_body(f"{seed.body[:at]}{section.strip()}\n\n{seed.body[at:]}")
 
 
 def sections(family: str, cfg: RunConfig) -> dict[str, str]:
     """The section each variant adds to the seed skill ("" for the seed itself)."""
     train = list(get_benchmark(family, cfg.splits).tasks("train"))[:EXAMPLES]
+    if train and not train[0].reference:  # code: the reference functions
+        lang = "bash" if family.endswith("bash") else "python"
+        shown = "\n\n".join(f"{question_of(t, family)}\n\n```{lang}\n{reference_code(t).strip()}\n```" for t in train)
+        return {"seed": "", "rule": f"## Rules\n- {RULES[family]}", "examples": f"## Examples of solved tasks\n\n{shown}"}
     shown = "\n\n".join(f"{question_of(t, family)}\nAnswer: {t.answers[0]}" for t in train)
     return {"seed": "", "rule": f"## Rules\n- {RULES[family]}",
             "examples": f"## Examples of expected answers\n\n{shown}"}
@@ -121,11 +139,13 @@ def score(skill_file: Path, family: str, split: str, cfg: RunConfig, work: Path)
             "run_id": made[0].name, "wall_s": round(wall, 1), "argv": argv[1:]}
 
 
-def family_rows(family: str, seed: int, splits: list[str], work: Path) -> list[dict]:
+def family_rows(family: str, seed: int, splits: list[str], work: Path, variants: list[str]) -> list[dict]:
     cfg = preset_config(family, seed)
     base = seed_skill(cfg)
     rows, seed_hard = [], {}
     for variant, section in sections(family, cfg).items():
+        if variant not in variants:
+            continue
         skill = with_section(base, section) if section else base
         path = work / "skills" / f"{family}-{seed}" / variant / "SKILL.md"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,10 +160,26 @@ def family_rows(family: str, seed: int, splits: list[str], work: Path) -> list[d
             seed_hard = hard
         else:
             row.update(versus_seed(seed_hard, hard))
+            if "val" in splits:
+                row.update(gate_verdict(seed_hard, hard, family, cfg))
         rows.append(row)
         print(f"{family} {variant}: hard {row['hard']} n={row['n']} errored={row['errored']} "
               f"{row.get('delta', '')} [{row.get('ci_low', '')}, {row.get('ci_high', '')}]", flush=True)
     return rows
+
+
+def gate_verdict(seed: dict[str, float], variant: dict[str, float], family: str, cfg: RunConfig) -> dict:
+    """What the gate, set as a run of the quick preset sets it (its validation size, bounds and its
+    share of a step's error rate), decides for the variant against the seed on the validation pairs in
+    the order a run feeds them: whether an optimizer that wrote this text would have had it accepted."""
+    gate = SequentialGate(gate_test(cfg.gate, cfg.splits.val, share=cfg.gate.per_step))
+    for task in get_benchmark(family, cfg.splits).tasks("val"):
+        if task.id in seed and task.id in variant:
+            gate.add(task.id, seed[task.id], variant[task.id])
+        else:  # errored on either side
+            gate.skip(task.id)
+    accepted, stop, reason = gate.final()
+    return {"gate_accepted": accepted, "gate_stop": stop, "gate_pairs": len(gate.pairs), "gate_reason": reason}
 
 
 def versus_seed(seed: dict[str, float], variant: dict[str, float]) -> dict:
@@ -164,6 +200,7 @@ def main() -> None:
     ap.add_argument("--families", default="squad,jeopardy,naturalqs")
     ap.add_argument("--seed", type=int, default=0, help="split seed")
     ap.add_argument("--splits", default="val,test", help="the splits scored (paired over their union)")
+    ap.add_argument("--variants", default="rule,examples", help="which additions to score beside the seed")
     ap.add_argument("--work", help="folder for the skills and runs (default: a new temporary folder)")
     ap.add_argument("--out", default="knowledge_headroom", help="result name under perf/results/")
     args = ap.parse_args()
@@ -176,7 +213,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     head, clean = commit(paths=("skillopt", "skills"))  # the code measured
     t0, at_start = time.perf_counter(), uptime()
-    rows = [row for family in families for row in family_rows(family, args.seed, splits, work)]
+    variants = ["seed", *args.variants.split(",")]
+    rows = [row for family in families for row in family_rows(family, args.seed, splits, work, variants)]
     doc = {"machine": machine(), "uptime_at_start": at_start, "uptime_at_end": uptime(),
            "command": "python perf/knowledge_headroom.py " + " ".join(sys.argv[1:]),
            "commit": head, "code_clean": clean, "target": TARGET, "work": str(work),

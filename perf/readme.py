@@ -595,7 +595,8 @@ def main() -> None:
     from readme_suite import render_suite
 
     for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(
-                          load("suite"), [d for d in (load("knowledge_headroom"), load("knowledge_headroom_boolq")) if d])),
+                          load("suite"), [d for d in (load("knowledge_headroom"), load("knowledge_headroom_boolq"),
+                                       load("knowledge_headroom_code")) if d])),
                       ("quicktime", lambda: "\n".join(quick_time_part(load("quick_time") or {}, load("local_model")))
                        .rstrip() + "\n"),
                       ("agents", lambda: render_agents(load("agents"), load("agent_prompts")))):

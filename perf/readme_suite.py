@@ -153,7 +153,7 @@ def accumulation_part(runs: list[dict]) -> list[str]:
 
 def headroom_part(docs: list[dict]) -> list[str]:
     """perf/knowledge_headroom.py: what hand-written text does for the target on the knowledge families
-    (one table over every result file, each file's command and commit named above it)."""
+    and mbpp-bash (one table over every result file, each file's command and commit named above it)."""
     table = []
     for doc in docs:
         rows = doc["rows"]
@@ -161,16 +161,25 @@ def headroom_part(docs: list[dict]) -> list[str]:
         table += [[r["family"], str(r["split_seed"]), r["variant"], f"{seeds[r['family']]['hard']:.2f}",
                    f"{r['hard']:.2f}",
                    f"{r['delta']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]{' *' if r['ci_low'] > 0 else ''}",
-                   f"{r['won']}/{r['lost']}", str(r["n"])] for r in rows if r["variant"] != "seed"]
-    head = ["family", "split seed", "skill adds", "seed skill", "with it", "difference [95% CI]", "tasks won/lost", "n"]
+                   f"{r['won']}/{r['lost']}", str(r["n"]), _gate(r)] for r in rows if r["variant"] != "seed"]
+    head = ["family", "split seed", "skill adds", "seed skill", "with it", "difference [95% CI]", "tasks won/lost", "n",
+            "the gate on validation"]
     runs = "; ".join(f"`{d['command'].split(' --work')[0]}` (at {d['commit'][:7]})" for d in docs)
     return ["#### What a skill's text can do for the target on the knowledge families", "",
             f"{runs}: the seed skill, and the seed skill "
             "with one addition written by hand, scored by `skillopt eval` on the same validation and test tasks "
             f"(development data) with {docs[0]['target']}: `rule` states the family's convention as a person who "
-            "read its expected answers would (the best a rule edit could say), `examples` shows the first four train "
-            "questions with their expected answers. * marks an interval above zero.", "",
+            "read its expected answers (for mbpp-bash, its checks' feedback) would (the best a rule edit could "
+            "say), `examples` shows the first four train questions with their expected answers (for mbpp-bash, "
+            "their reference functions). * marks an interval above zero. The last column, where measured: what "
+            "the gate, set as a run sets it, decides on the validation pairs in a run's order.", "",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(x) + " |" for x in table] + [""]
+
+
+def _gate(row: dict) -> str:
+    if "gate_accepted" not in row:
+        return "-"
+    return f"{'accepted' if row['gate_accepted'] else row['gate_stop']} after {row['gate_pairs']} pairs"
 
 
 def render_suite(doc: dict | None, headroom: list[dict] | None = None) -> str:
