@@ -31,6 +31,9 @@ async def probe(run: Path, count: int, optimizer: str, split: str = "train") -> 
 
     opened = stored_run(run, optimizer)
     store, cfg, tasks, spec, models = opened.store, opened.cfg, opened.tasks, opened.spec, opened.models
+    if split != "train":
+        from skillopt.benchmarks import get_benchmark
+        tasks = {t.id: t for t in get_benchmark(cfg.benchmark, cfg.splits).tasks(split)}
     seed = store.skill(0)
     scored = [scored_rollout(r, tasks[r.task_id]) for r in store.rollouts()
               if r.split == split and r.version == 0 and r.task_id in tasks]
