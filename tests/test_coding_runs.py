@@ -229,6 +229,9 @@ def test_a_rule_from_the_counted_checks_ends_the_file_name_replies(tmp_path):
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(asked) == 1 and "3 of 3 failed replies were this same text: '```bash solution.sh ```'" in asked[0]
+    # code has no expected answer: the prompt asks what the failed checks share, about writing the code
+    assert "the answer the scorer expected" not in asked[0] and "expected answers have in common" not in asked[0]
+    assert "what the failed checks have in common" in asked[0] and "a rule about writing the code" in asked[0]
     run = tmp_path / "runs" / "named"
     (rule,) = [c for c in json.loads((run / "steps" / "0001" / "candidates.json").read_text())
                if c["origin"] == "rules"]

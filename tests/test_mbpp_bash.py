@@ -182,7 +182,7 @@ async def test_the_rules_optimizer_is_shown_what_the_checks_said_counted(bench, 
     assert "2 of 3 failed replies defined no function at all, and the tests called one" in checked_facts(scored[:3])
     assert not any("defined no function" in f for f in check_facts([scored[2], scored[4]]))
     prompt = render("rules.md.j2", skill_text="", kind="undefined", failures=undefined, passes=[], tail=reply_tail,
-                    rules=[], rejected=[], facts=facts, labels=[])
+                    rules=[], rejected=[], facts=facts, labels=[], code=True)
     assert "that did not exist where\nthe code ran" in prompt and "were this same text" in prompt
     assert "Expected answer" not in prompt
 

@@ -72,6 +72,7 @@ def test_a_rule_learned_from_the_expected_answers_is_gated_and_accepted(tmp_path
     shown = script.rule_prompts[0]
     assert "Expected answer: ZETA-" in shown and "Scorer: " in shown and "zeta " in shown
     assert "expected answer is somewhere in the agent's reply" in shown  # the answer-present cluster
+    assert "what the expected answers have in common" in shown and "writing the code" not in shown  # answers
     cands = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
     rule = next(c for c in cands if c["origin"] == "rules")
     assert rule["status"] == "accepted", rule
@@ -325,8 +326,9 @@ def test_a_function_checked_by_its_tests_has_no_expected_answer_to_show():
     assert answer_facts([code]) == []
     assert len(answer_facts([code, _scored("a", "Answer: Cell membrane", "membrane")])) == 2  # one kind + average
     prompt = render("rules.md.j2", skill_text="", kind="wrong", failures=[code], passes=[], tail=reply_tail,
-                    rules=[], rejected=[], facts=[], labels=[])
-    assert "Expected answer" not in prompt and "Scorer: assert f(2) == 4 failed" in prompt
+                    rules=[], rejected=[], facts=[], labels=[], code=True)
+    assert "Expected answer" not in prompt and "the answer the scorer expected" not in prompt
+    assert "Scorer: assert f(2) == 4 failed" in prompt
 
 
 def test_a_rule_that_parrots_the_instructions_is_refused():

@@ -107,9 +107,11 @@ def prompt_grams(template: str, n: int, **values) -> frozenset[tuple[str, ...]]:
 
 @cache
 def _instruction_grams(n: int) -> frozenset[tuple[str, ...]]:
-    """The rules prompt's instructions, every branch of them (one per kind of failure)."""
+    """The rules prompt's instructions, every branch of them (one per kind of failure, for answers
+    and for code)."""
     empty = dict(skill_text="", failures=[], passes=[], tail=reply_tail, rules=[], rejected=[], facts=[], labels=[])
-    return frozenset().union(*(prompt_grams("rules.md.j2", n, kind=k, **empty) for k in KINDS))
+    return frozenset().union(*(prompt_grams("rules.md.j2", n, kind=k, code=code, **empty)
+                               for k in KINDS for code in (False, True)))
 
 
 def split_quotes(text: str) -> tuple[str, str]:
@@ -252,7 +254,7 @@ class RuleProposer:
         facts = [*counted, *counted_facts(cluster.failures)]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules, rejected=rejected,
-                        labels=list(labels), facts=facts)
+                        labels=list(labels), facts=facts, code=not any(r.reference.strip() for r in shown))
         ask = Ask(prompt, cluster, tuple(shown), tuple(labels), tuple(facts), (*rules, *rejected))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         drawn: list[Reflection] = []
