@@ -165,7 +165,7 @@ def headroom_part(docs: list[dict]) -> list[str]:
     head = ["family", "split seed", "skill adds", "seed skill", "with it", "difference [95% CI]", "tasks won/lost", "n",
             "the gate on validation"]
     runs = "; ".join(f"`{d['command'].split(' --work')[0]}` (at {d['commit'][:7]})" for d in docs)
-    return ["#### What a skill's text can do for the target on the knowledge families", "",
+    return ["#### What a skill's text can do for the target on the knowledge families and on mbpp-bash", "",
             f"{runs}: the seed skill, and the seed skill "
             "with one addition written by hand, scored by `skillopt eval` on the same validation and test tasks "
             f"(development data) with {docs[0]['target']}: `rule` states the family's convention as a person who "
