@@ -61,6 +61,29 @@ def test_a_name_several_tasks_share_or_the_skill_holds_is_no_leak():
     assert LeakageCheck(one, SKILL.render()).check([Edit(op="add", text="Ask Maria first.")])
 
 
+def test_the_function_one_code_task_asks_for_is_its_name_and_one_they_share_or_the_skill_has_is_not():
+    """A reflection on mbpp-bash (development split seed 3) added "function count_Rectangles {" and
+    "function compute_Last_Digit() {", the functions of the two train tasks it was shown: no words a
+    sentence capitalizes, no run of words, so nothing caught it and the gate spent 29 pairs on it."""
+    tail = "\n\nYour code should pass tests like this one:\n```bash\n$ {} 2\n8\n```"
+    tasks = [make_task("mbpp-bash-355", "Write a bash function to count the number of rectangles in a circle of "
+                                        "radius r." + tail.format("count_Rectangles"), [""]),
+             make_task("mbpp-bash-47", "Write a bash function to find the last digit when factorial of a divides "
+                                       "factorial of b." + tail.format("compute_Last_Digit"), [""])]
+    check = LeakageCheck(tasks, SKILL.render())
+    (finding,) = check.check([Edit(op="add", text="function count_Rectangles {")])
+    assert finding.task_id == "mbpp-bash-355" and "its name 'count_rectangles'" in str(finding)
+    assert "compute_last_digit" in str(check.check([Edit(op="add", text="Call computeLastDigit or compute_Last_Digit.")]))
+    assert check.check([Edit(op="add", text="Name the function as the test calls it, in snake_case.")]) == []
+    shared = [make_task(f"s{i}", f"Write a function. Use the helper read_input. Case {i}.", [""]) for i in range(2)]
+    assert LeakageCheck(shared, SKILL.render()).check([Edit(op="add", text="Call read_input first.")]) == []
+    held = LeakageCheck(tasks, SKILL.render() + "\nLike count_Rectangles.\n")
+    assert held.check([Edit(op="add", text="As count_Rectangles does.")]) == []
+    # a worked example quotes its own task's function by design: exact runs only, no names
+    assert LeakageCheck(tasks[1:], SKILL.render(), runs_only=True, own=tasks[:1]).check(
+        [Edit(op="add", text="count_Rectangles() { echo 8; }")]) == []
+
+
 def test_a_rule_that_rewords_one_task_is_a_copy_and_the_wording_tasks_share_is_not():
     """The 1.5B's rule from an MBPP run (report split seed 100): one train task's words with an article
     added and a preposition changed, so no run of six words was left and it went to the gate, which

@@ -16,7 +16,10 @@ Before any rollout, each edit's new text is compared with the train tasks the op
   label of the train split's closed answer set (`labels`), or
 - repeats a quantity of a task together with a word next to it in that task ("2 fruits"), or
 - names what only one task names: a word that task's prompt capitalizes mid-sentence (a person, a
-  place: "Determine Anthony's pencils first"), which no other shown task has and the skill lacks.
+  place: "Determine Anthony's pencils first"), or a name of code in it, snake_case or camelCase (the
+  function one task asks for: a reflection on mbpp-bash added "function count_Rectangles {" and
+  "function compute_Last_Digit() {", the two train tasks it was shown, and the gate spent 29
+  validation pairs on it), which no other shown task has and the skill lacks.
 
 A worked example made by the demonstration strategy quotes its own train task by design; it is
 checked against the other tasks for copied runs of words only (`runs_only`, exact runs): a number
@@ -55,6 +58,15 @@ def _content(words: list[str]) -> list[str]:
 def _names(text: str) -> set[str]:
     """The words a text capitalizes mid-sentence (after a word, not after a full stop), lower-cased."""
     return {m.group(1).lower() for m in re.finditer(r"(?<=[a-z0-9,;] )([A-Z][a-z]+)", text)}
+
+
+_IDENT = re.compile(r"\b(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*|[a-z]+[A-Z][A-Za-z0-9]*)\b")
+
+
+def _identifiers(text: str) -> set[str]:
+    """The names of code a text holds (`count_Rectangles`, `maxLen`), lower-cased; the word pattern
+    (`_WORD`) splits them into words no other check would single out."""
+    return {m.lower() for m in _IDENT.findall(text)}
 
 
 def _is_number(w: str) -> bool:
@@ -98,9 +110,10 @@ class LeakageCheck:
         answers = Counter(" ".join(_words(a)) for t in self.tasks for a in set(t.answers))
         self.labels = {a for a, c in answers.items() if c >= 2 and not all(map(_is_number, a.split()))}
         self.labels |= {" ".join(_words(label)) for label in labels if _words(label)}
-        named = {t.id: _names(t.prompt) for t in self.tasks}
+        named = {t.id: _names(t.prompt) | _identifiers(t.prompt) for t in self.tasks}
         seen = Counter(n for names in named.values() for n in names)
-        self.names = {tid: {n for n in names if seen[n] == 1} - self.skill_words for tid, names in named.items()}
+        known = self.skill_words | _identifiers(skill_text)
+        self.names = {tid: {n for n in names if seen[n] == 1} - known for tid, names in named.items()}
 
     def check(self, edits: Sequence[Edit]) -> list[LeakFinding]:
         findings = []
@@ -114,6 +127,7 @@ class LeakageCheck:
 
     def _first_leak(self, i: int, text: str) -> LeakFinding | None:
         words = _words(text)
+        named = [*words, *sorted(_identifiers(text))]
         grams = _grams(words, self.n) - self.skill_grams - self.boilerplate
         reworded = _grams(_content(words), M) - self.skill_grams - self.boilerplate
         for t in self.tasks:
@@ -131,7 +145,7 @@ class LeakageCheck:
             quantity = self._quantity_in(words, t)
             if quantity:
                 return LeakFinding(i, t.id, f"its quantity '{quantity}'")
-            name = next((w for w in words if w in self.names[t.id]), None)
+            name = next((w for w in named if w in self.names[t.id]), None)
             if name:
                 return LeakFinding(i, t.id, f"its name '{name}'")
         return None
