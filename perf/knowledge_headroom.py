@@ -16,16 +16,19 @@ scores on the val and test splits (both development data for split seeds 0-4) th
   (no passage, no answer-format line) and `Answer: <first expected answer>` (train tasks only); for
   a code family, the task's description and test line and its reference function in a code block.
 
-New sections go before the seed's first protected block ("Answer format", "Code format"), which stays as it is. Each skill
-is scored by the real CLI (`skillopt eval`), one run at a time, in the work folder; per-task hard
-scores come from each run's rollouts, errored (infrastructure) rollouts left out of both sides.
+New sections go before the seed's first protected block ("Answer format", "Code format"), which
+stays as it is. Each skill is scored by the real CLI (`skillopt eval`), one run at a time, in the
+work folder; per-task hard scores come from each run's rollouts, errored (infrastructure) rollouts
+left out of both sides.
 The rule and examples skills are paired against the seed on the same tasks with `stats.paired_lift`,
 the interval `skillopt compare` shows.
 
 It writes perf/results/knowledge_headroom.json: per family and variant, the added section, hard
 score and n, and for rule and examples the paired difference with its 95% interval, tasks won and
-lost, and which ones, and what the gate decides on the validation pairs. Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs]
-                                                                [--seed 0] [--splits val,test] [--variants rule,examples] [--work DIR]
+lost, and which ones, and what the gate decides on the validation pairs.
+
+Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs] [--seed 0] [--splits val,test]
+                                         [--variants rule,examples] [--out NAME] [--work DIR]
 """
 
 from __future__ import annotations
@@ -107,7 +110,8 @@ def sections(family: str, cfg: RunConfig) -> dict[str, str]:
     if train and not train[0].reference:  # code: the reference functions
         lang = "bash" if family.endswith("bash") else "python"
         shown = "\n\n".join(f"{question_of(t, family)}\n\n```{lang}\n{reference_code(t).strip()}\n```" for t in train)
-        return {"seed": "", "rule": f"## Rules\n- {RULES[family]}", "examples": f"## Examples of solved tasks\n\n{shown}"}
+        return {"seed": "", "rule": f"## Rules\n- {RULES[family]}",
+                "examples": f"## Examples of solved tasks\n\n{shown}"}
     shown = "\n\n".join(f"{question_of(t, family)}\nAnswer: {t.answers[0]}" for t in train)
     return {"seed": "", "rule": f"## Rules\n- {RULES[family]}",
             "examples": f"## Examples of expected answers\n\n{shown}"}
