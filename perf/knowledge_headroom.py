@@ -90,16 +90,22 @@ def preset_config(family: str, seed: int) -> RunConfig:
 def question_of(task, family: str) -> str:
     """The prompt without the benchmark's answer-format line, and without the passage before the question
     (squad, boolq); a code task's without its last paragraph (where to write the code)."""
-    if "scorer" not in task.metadata:  # code: checked by running it
+    if is_code(task):
         return task.prompt.strip().rpartition("\n\n")[0]
     text = task.prompt.removesuffix(ANSWER_FORMAT[task.metadata["scorer"]]).strip()
     return text.rpartition("\n\n")[2].strip() if text.startswith("Context:\n") else text
 
 
+def is_code(task) -> bool:
+    """A task checked by running code: it has no reference answer (as the rules proposer tells them)."""
+    return not task.reference.strip()
+
+
 def with_section(seed: Skill, section: str) -> Skill:
     """The seed skill with `section` inserted before the heading of its first protected block."""
-    at = seed.body.rfind("\n## ", 0, seed.body.find(PROTECTED)) + 1
-    if seed.body.find(PROTECTED) < 0 or at <= 0:
+    protected = seed.body.find(PROTECTED)
+    at = seed.body.rfind("\n## ", 0, protected) + 1 if protected >= 0 else 0
+    if at <= 0:
         raise SystemExit(f"the seed skill {seed.name!r} has no protected section to insert before")
     return seed.with_body(f"{seed.body[:at]}{section.strip()}\n\n{seed.body[at:]}")
 
@@ -107,14 +113,14 @@ def with_section(seed: Skill, section: str) -> Skill:
 def sections(family: str, cfg: RunConfig) -> dict[str, str]:
     """The section each variant adds to the seed skill ("" for the seed itself)."""
     train = list(get_benchmark(family, cfg.splits).tasks("train"))[:EXAMPLES]
-    if train and not train[0].reference:  # code: the reference functions
+    if train and is_code(train[0]):  # the reference functions
         lang = "bash" if family.endswith("bash") else "python"
-        shown = "\n\n".join(f"{question_of(t, family)}\n\n```{lang}\n{reference_code(t).strip()}\n```" for t in train)
-        return {"seed": "", "rule": f"## Rules\n- {RULES[family]}",
-                "examples": f"## Examples of solved tasks\n\n{shown}"}
-    shown = "\n\n".join(f"{question_of(t, family)}\nAnswer: {t.answers[0]}" for t in train)
-    return {"seed": "", "rule": f"## Rules\n- {RULES[family]}",
-            "examples": f"## Examples of expected answers\n\n{shown}"}
+        heading, shown = "Examples of solved tasks", [f"{question_of(t, family)}\n\n```{lang}\n"
+                                                       f"{reference_code(t).strip()}\n```" for t in train]
+    else:
+        heading, shown = "Examples of expected answers", [f"{question_of(t, family)}\nAnswer: {t.answers[0]}"
+                                                           for t in train]
+    return {"seed": "", "rule": f"## Rules\n- {RULES[family]}", "examples": f"## {heading}\n\n" + "\n\n".join(shown)}
 
 
 def eval_argv(skill_file: Path, family: str, split: str, cfg: RunConfig) -> list[str]:
