@@ -126,6 +126,44 @@ async def test_trajectory_reflection_shows_kinds_commands_and_exit_codes():
     assert len(got.reflections) == 2 and all(r.error is None for r in got.reflections)  # returned, not written into st
 
 
+def python_sent_to_the_shell(name: str, turns: int) -> list:
+    """mini-swe-agent shaped: the function's Python source sent as the command, `turns` times over."""
+    source = f"import math\ndef {name}(x):\n    return math.floor(x)"
+    shell = '[exit code 2]\n/bin/sh: 1: import: not found\n/bin/sh: 2: Syntax error: "(" unexpected\n'
+    return [MessageEvent(role="user", text=f"write {name}"),
+            *[e for i in range(1, turns + 1) for e in call(i, "bash", {"command": source}, shell, failed=True)]]
+
+
+async def test_what_the_shell_refused_is_counted_once_a_rollout_and_asked_about():
+    """Three rollouts that sent a function's Python source to /bin/sh, one of them three times: the
+    optimizer is told what the shell said, each complaint counted once a rollout with what it was
+    about (or the command it refused), and, for this kind, asked what the agent sent that a shell
+    cannot run, and how to do it with commands a shell runs."""
+    seen: list[FakeRequest] = []
+    rollouts = [scored(f"t-{n}", python_sent_to_the_shell(n, k), 0.0, None)
+                for n, k in (("floor_of", 3), ("ceil_of", 1), ("round_of", 1))]
+    rollouts.append(scored("t-sed", mini_trace(1), 0.0, ""))  # sed's complaint is one rollout's: not counted
+    tasks = {r.task_id: Task(id=r.task_id, prompt=r.prompt, kind="code") for r in rollouts}
+    st = SearchState(step=1, version=0, skill=SKILL, scored=rollouts, tasks=tasks)
+    with FakeModelServer(optimizer(seen)) as srv:
+        models = Models(env=ProviderEnv(), meter=Meter())
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        await TrajectoryReflectionProposer(models, spec, count=1).propose(st)
+    prompt = seen[0].last_user_text
+    assert "- shell rejected a command: 3\n" in prompt and 'here: "tests never run"' in prompt  # 4 never tested
+    assert ("- 'not found' in 3 of 4 (on 'import')\n"
+            "- 'Syntax error: \"(\" unexpected' in 3 of 4 (on 'import math def floor_of(x): return math', "
+            "'import math def ceil_of(x): return math.')\n") in prompt
+    assert "can't read" not in prompt.split("# Current skill")[0]
+    st.scored = st.scored[:3]  # now the shell's refusal is the most frequent kind
+    with FakeModelServer(optimizer(seen)) as srv:
+        models = Models(env=ProviderEnv(), meter=Meter())
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        await TrajectoryReflectionProposer(models, spec, count=1).propose(st)
+    assert 'here: "shell rejected a command"' in seen[-1].last_user_text
+    assert "what the agent sent that a\nshell cannot run" in seen[-1].last_user_text
+
+
 async def test_procedure_contrasts_passing_and_failing_trajectories():
     seen: list[FakeRequest] = []
     st = state()

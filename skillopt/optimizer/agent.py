@@ -39,6 +39,7 @@ from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.aggregate import aggregate, select
 from skillopt.optimizer.demonstrate import Teacher
+from skillopt.optimizer.facts import shell_complaint, shown_subjects
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected, anchor_choices, reply_schema
 from skillopt.optimizer.types import ReflectionReply, ScoredRollout
@@ -56,6 +57,7 @@ EXAMPLE_OPENING = (f"## {EXAMPLE}\n\nA solved task, condensed to the steps that 
 MIN_STEPS, MAX_STEPS = 3, 7
 MAX_STEP_CHARS = 200
 EXAMPLE_STEPS = 8  # commands kept in a condensed example
+SAID_FACTS = 4  # complaints of failed commands counted for the optimizer
 MAX_FILE_SHOWN = 1500  # characters of each supporting file shown to the optimizer
 _HARNESS_NOISE = ("SKILL.md", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
 
@@ -71,6 +73,25 @@ def kinds_over(rollouts: list[ScoredRollout]) -> list[tuple[str, int]]:
     """Failure kinds counted over the rollouts, most frequent first (ties: in FAILURE_KINDS order)."""
     counts = Counter(k for r in rollouts if r.trajectory is not None for k in r.trajectory.failure_kinds)
     return counts.most_common()
+
+
+def said_facts(fails: list[ScoredRollout]) -> list[str]:
+    """What failed commands printed, counted over the failed rollouts: each complaint once per rollout,
+    by its message (a shell's place and subject set apart, `facts.shell_complaint`), with up to two of
+    its subjects or, where it names none, the command it refused. One rollout's complaint is that
+    rollout's; what recurs across rollouts ('Syntax error: "(" unexpected' from the Python source
+    sent as a command, in 7 of 12) is what a skill can name."""
+    said: dict[str, list[str]] = {}
+    for r in fails:
+        mine: dict[str, str] = {}
+        for s in r.trajectory.steps if r.trajectory is not None else []:
+            for part in s.said.split(" | ") if s.said else []:
+                message, about = shell_complaint(part)
+                mine.setdefault(message[:80], about[:40] or s.command[:40])
+        for message, about in mine.items():
+            said.setdefault(message, []).append(about)
+    common = sorted(((m, on) for m, on in said.items() if len(on) >= 2), key=lambda kv: -len(kv[1]))
+    return [f"'{m}' in {len(on)} of {len(fails)}{shown_subjects(on)}" for m, on in common[:SAID_FACTS]]
 
 
 def edit_schema(skill: Skill) -> dict:
@@ -132,6 +153,7 @@ class TrajectoryReflectionProposer:
         prompt = render("reflect_trajectory.md.j2", skill_text=state.skill.render(), failures=shown, successes=wins,
                         files={k: v[:MAX_FILE_SHOWN] for k, v in state.skill.files.items()},
                         kinds=kinds, failed_total=len(fails), focus=focus, rejected=list(state.rejected)[-10:],
+                        said=said_facts(fails),
                         anchors=anchor_choices(state.skill), editable=anchor_choices(state.skill, editable=True))
         ids = [r.task_id for r in shown]
         temperature = max(self.temperature or 0.0, 0.8) if sample else self.temperature

@@ -152,7 +152,8 @@ _TIMED_OUT = re.compile(r"timed out|ran past \d+ ?s\b")
 _RAISED = re.compile(r"\b((?!Assertion)[A-Z]\w*(?:Error|Exception))\b")
 # what bash said, up to the parenthesis that closes it (the text may hold parentheses of its own)
 _SAID = re.compile(r"\(bash said: (.*?)\)(?=; |\s\(code from|$)")
-_WHERE = re.compile(r"^(?:[\w.-]+: )*(?:-c: )?line \d+: ")  # where bash says it was: not part of what it said
+# where the shell says it was (bash's "bash: line 3: ", dash's "/bin/sh: 3: "): not part of what it said
+_WHERE = re.compile(r"^(?:[\w./-]+: )*(?:-c: )?(?:line )?\d+: ")
 _BC = re.compile(r"^\(standard_in\) \d+: ")  # where bc (run by the code) says it was: "bc" is what matters
 # a function defined in the reply: Python's `def name(`, bash's `name() {` or `function name`
 _DEFINES = re.compile(r"^\s*(?:async\s+)?def\s+\w+\s*\(|^\s*[\w.-]+\s*\(\s*\)\s*(?:\{|$)|^\s*function\s+[\w.-]+", re.M)
@@ -191,7 +192,7 @@ def check_facts(failures: Sequence[ScoredRollout]) -> list[str]:
             said.setdefault(complaint, []).append(about)
     if said:
         common = sorted(said.items(), key=lambda kv: -len(kv[1]))[:3]
-        out.append("the shell said: " + "; ".join(f"'{c}' in {len(on)} of {n}{_on(on)}" for c, on in common))
+        out.append("the shell said: " + "; ".join(f"'{c}' in {len(on)} of {n}{shown_subjects(on)}" for c, on in common))
     values = [m for r in failures for m in _VALUE.findall(r.feedback)[:1] if m[2] not in ("''", '""')]
     if values:
         out.append("values given beside the ones expected: " + "; ".join(
@@ -214,19 +215,27 @@ def _complaints(feedback: str) -> list[tuple[str, str]]:
     called = set(re.findall(r"`([\w.-]+)", feedback))
     out = []
     for text in _SAID.findall(feedback):
-        text = _BC.sub("bc: ", _WHERE.sub("", text.strip())).split(" (error token is")[0].strip()
-        about, sep, message = text.partition(": ")
-        about = about.strip()
-        if not sep or not message[:1].isalpha():  # no "<what>: <message>": the whole is the message
-            about, message = "", text
+        message, about = shell_complaint(text)
         if about in called or (not about and message.endswith("command not found")):
             out.append((f"<the function called>: {message}"[:80], ""))
-        elif text:
+        elif message:
             out.append(((f"...: {message}" if about else message)[:80], about[:40]))
     return out
 
 
-def _on(about: Sequence[str]) -> str:
+def shell_complaint(text: str) -> tuple[str, str]:
+    """One complaint of a shell, as (its message, what it was about): "<where>: line 3: <what>:
+    <message>" from bash, "/bin/sh: 3: <what>: <message>" from dash. The place goes; the message is
+    what recurs across tasks; what it was about ("import", an expression) is set apart. A complaint
+    with no "<what>: " before a worded message (dash's 'Syntax error: "(" unexpected') is all message."""
+    text = _BC.sub("bc: ", _WHERE.sub("", text.strip())).split(" (error token is")[0].strip()
+    about, sep, message = text.partition(": ")
+    if not sep or not message[:1].isalpha():
+        return text, ""
+    return message, about.strip()
+
+
+def shown_subjects(about: Sequence[str]) -> str:
     """Up to two of the things a complaint was about, as the count's example."""
     shown = list(dict.fromkeys(a for a in about if a))[:2]
     return f" (on {', '.join(repr(a) for a in shown)})" if shown else ""
