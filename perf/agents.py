@@ -78,7 +78,8 @@ def eval_run(harness: str, benchmark: str, a: argparse.Namespace, runs: Path) ->
                     "--concurrency", str(a.concurrency), "--set", "splits.train=1", "--set", "splits.val=1",
                     "--set", f"splits.test={a.n}", "--set", f"limits.timeout_s={a.timeout}",
                     "--set", f"limits.max_turns={a.max_turns}", "--set", f"limits.max_tokens={a.max_tokens}",
-                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")])
+                    *[x for o in a.option for x in ("--set", f"harness_options.{o}")],
+                    *[x for o in a.sets for x in ("--set", o)])  # after the sizes above: `--set splits.test=36` wins
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     m = measure(argv, REPO, env, timeout=a.n * a.timeout * 2 + 900)
     if m.rc != 0:
