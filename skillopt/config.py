@@ -82,6 +82,9 @@ class TrainConfig(_Frozen):
     trajectory_reflections: Annotated[int, Field(ge=0)] = 2
     procedure: bool = True
     trajectory_demonstration: bool = True
+    # agent harnesses: a rule in fixed wording (where commands run, how code reaches a file) when >= 2 of a step's
+    # failed rollouts sent Python source to the shell as a command (optimizer/agent.py; candidate kind `shell-rule`)
+    shell_rule: bool = True
     # fixed wording the optimizer may add on its own (optimizer/template.py): "working-first" asks for numbered
     # steps before the answer (teacher, worked example, first reflection angle); "none" keeps them neutral;
     # "learned": the optimizer writes the reply's shape the teacher is asked and the example opens with

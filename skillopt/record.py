@@ -121,10 +121,11 @@ class ScreenResult(BaseModel):
 # "form-rule": a rule of answer form chosen by the expected answers, in fixed wording (optimizer/form.py);
 # "shape": the reply's shape the optimizer wrote from the failed traces, verified by the teacher (reply_shape.py);
 # "lesson": what a failed reply missed, written from it beside a reply that solved the task (lessons.py)
+# "shell-rule": where an agent's commands run, in fixed wording, when it sent Python to the shell (optimizer/agent.py)
 # "label-rule": the closed label set of the expected answers named in a fixed sentence (optimizer/form.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
                  "trajectory-reflection", "procedure", "trajectory-demonstration", "teacher-example", "form-rule",
-                 "shape", "lesson", "answer-examples", "label-rule"]
+                 "shape", "lesson", "answer-examples", "label-rule", "shell-rule"]
 CandidateStatus = Literal["proposed", "leaked", "no-instruction", "not-applied", "over-cap", "duplicate",
                           "screened-out", "not-gated", "accepted", "rejected"]
 

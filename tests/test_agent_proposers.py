@@ -16,13 +16,14 @@ from skillopt.edits import apply_edits
 from skillopt.models import Meter, Models, ProviderEnv
 from skillopt.models.spec import parse_model_spec
 from skillopt.optimizer.agent import (
-    ProcedureProposer, TrajectoryDemonstrationProposer, TrajectoryReflectionProposer, condense, habits,
+    SHELL_RULE, ProcedureProposer, ShellRuleProposer, TrajectoryDemonstrationProposer, TrajectoryReflectionProposer,
+    condense, habits,
 )
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.skill import Skill
 from skillopt.traces.events import MessageEvent
-from skillopt.traces.trajectory import said, trajectory
+from skillopt.traces.trajectory import python_source, said, trajectory
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
 from tests.fakes.agent_scripts import shell_call
 from tests.helpers import cli_env, run_cli, write_jsonl
@@ -164,6 +165,33 @@ async def test_what_the_shell_refused_is_counted_once_a_rollout_and_asked_about(
     assert "what the agent sent that a\nshell cannot run" in seen[-1].last_user_text
 
 
+def test_python_source_is_told_from_a_shell_command():
+    assert python_source("import math\ndef f(x):\n    return math.floor(x)")
+    assert python_source("# the packages\nfrom cmath import phase") and python_source("class A:\n    pass")
+    assert not python_source("ls -la") and not python_source("x=1") and not python_source("echo 'hi'")
+    assert not python_source("cat > solution.py <<'EOF'\ndef f(x):\n    return x\nEOF")
+    ok = [*call(1, "bash", {"command": "def f(x): return x"}, "", failed=False)]
+    assert not trajectory(ok, None, None).steps[0].python  # it ran: whatever ran it, nothing was refused
+
+
+async def test_a_shell_rule_is_proposed_when_the_agent_sent_python_to_the_shell_twice():
+    """Two failed rollouts sent Python source to /bin/sh: one `shell-rule` candidate, in fixed wording, added
+    to the rules section, screened on those tasks; none for one such rollout, none when the skill has it."""
+    rollouts = [scored(f"t-{n}", python_sent_to_the_shell(n, 1), 0.0, None) for n in ("floor_of", "ceil_of")]
+    rollouts.append(scored("t-sed", mini_trace(1), 0.0, ""))
+    tasks = {r.task_id: Task(id=r.task_id, prompt=r.prompt, kind="code") for r in rollouts}
+    st = SearchState(step=1, version=0, skill=SKILL, scored=rollouts, tasks=tasks)
+    (c,) = (await ShellRuleProposer().propose(st)).candidates
+    assert c.origin == "shell-rule" and c.sources == ["t-floor_of", "t-ceil_of"]
+    assert c.rationale == "python-to-shell: 2 of 3 failed rollouts sent Python source to the shell as a command"
+    new = apply_edits(SKILL, c.edits).skill.render()
+    assert f"## Rules\n\n- {SHELL_RULE}" in new and "`cat > FILE <<'EOF'`" in new
+    st.scored = rollouts[1:]
+    assert not (await ShellRuleProposer().propose(st)).candidates
+    st.scored, st.skill = rollouts, apply_edits(SKILL, c.edits).skill
+    assert not (await ShellRuleProposer().propose(st)).candidates
+
+
 async def test_procedure_contrasts_passing_and_failing_trajectories():
     seen: list[FakeRequest] = []
     st = state()
@@ -260,6 +288,59 @@ def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_p
     assert "1. cat .agents/skills/" in reflection and "-> exit 0" in reflection
     (procedure,) = [q.last_user_text for q in seen if "numbered procedure" in q.last_user_text]
     assert "- no command failed: 1/1 passing, 0/1 failing" in procedure
+
+
+def python_or_file(seen: list[FakeRequest]):
+    """mini-swe-agent's model: reads the skill; under a skill that says where commands run it writes the
+    code into a file with a heredoc, runs it and submits the right answer; without, it sends the Python
+    source itself as the command (the shell refuses it) and submits a wrong one."""
+    def script(req: FakeRequest) -> FakeReply:
+        if not req.tools:
+            return optimizer(seen)(req)
+        done = len(req.tool_results)
+        if done == 0:
+            return FakeReply(text="Reading the skill.", tool_calls=(shell_call(req, f"cat {skill_path(req)}"),))
+        text = "\n".join(m.text for m in req.messages)
+        n = int(re.search(r"secret code of item (\d+)", text).group(1))
+        code = f"import sys\ndef code(n):\n    return 'ZETA-' + str(n)\nprint(code({n}))"
+        told = "runs in a shell (/bin/sh)" in text
+        if done == 1:
+            command = f"cat > code.py <<'EOF'\n{code}\nEOF\npython3 code.py" if told else code
+            return FakeReply(text="Writing it.", tool_calls=(shell_call(req, command),))
+        answer = f"ZETA-{n}" if told else "unknown"
+        return FakeReply(text="Done.", tool_calls=(shell_call(
+            req, f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo 'Answer: {answer}'"),))
+    return script
+
+
+@pytest.mark.slow  # real mini-swe-agent rollouts in bubblewrap (a few seconds each)
+def test_a_shell_rule_from_python_sent_to_the_shell_is_screened_gated_and_accepted(tmp_path):
+    """The real mini-swe-agent sends Python source to /bin/sh in both train rollouts; the shell refuses it,
+    the trajectories say so, and the step proposes the `shell-rule`, no optimizer call, which the screen
+    and the gate (5 validation pairs, 5 won) accept: the whole path from a trace to an accepted edit."""
+    pytest.importorskip("minisweagent")
+    bwrap()
+    seen: list[FakeRequest] = []
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
+    with FakeModelServer(python_or_file(seen)) as srv:
+        args = ["run", "--benchmark", str(data), "--harness", "mini-swe-agent",
+                "--target_model", f"openai-compatible:fake-agent@{srv.openai_url}",
+                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
+                "--run-id", "shell", "--epochs", "1", "--train-size", "2", "--val-size", "5", "--test-size", "0",
+                "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
+                "--set", "train.max_reflections_per_step=0", "--set", "train.rules_per_step=0",
+                "--set", "train.merge=false", "--set", "train.ablations_per_step=0", "--set", "train.procedure=false",
+                "--set", "train.trajectory_reflections=0", "--set", "train.trajectory_demonstration=false",
+                "--set", "train.form_rules=false", "--set", "limits.timeout_s=90"]
+        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "runs" / "shell"
+    (c,) = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    assert c["origin"] == "shell-rule" and c["status"] == "accepted", c
+    assert c["rationale"] == "python-to-shell: 2 of 2 failed rollouts sent Python source to the shell as a command"
+    assert c["screen"]["candidate"] == [1.0, 1.0] and c["gate"]["wins"] == 5 and c["gate"]["losses"] == 0
+    assert SHELL_RULE in (run / "best_skill.md").read_text()
+    assert not seen  # fixed wording: no optimizer call
 
 
 async def test_an_example_run_shows_the_file_the_agent_wrote_whole_beside_the_teachers():

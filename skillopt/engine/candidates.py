@@ -16,6 +16,7 @@ from skillopt.harness.base import discovers_skill
 from skillopt.optimizer.agent import (
     ActionForm,
     ProcedureProposer,
+    ShellRuleProposer,
     TrajectoryDemonstrationProposer,
     TrajectoryReflectionProposer,
 )
@@ -37,7 +38,9 @@ from skillopt.skill import Skill
 if TYPE_CHECKING:
     from skillopt.engine.loop import Context
 
-EXEMPT = ("consolidation",)  # a rewrite of the skill itself, gated for non-inferiority
+# a rewrite of the skill itself (gated for non-inferiority), and a rule whose wording is a constant here (it
+# holds no task text by construction; a word of it that one shown task also has is no copy)
+EXEMPT = ("consolidation", "shell-rule")
 RULES = ("rules", "form-rule")  # a rule, then the answers it quotes from its own train failures
 # quote their own train tasks by design
 WORKED = ("demonstration", "trajectory-demonstration", "teacher-example", "answer-examples")
@@ -138,6 +141,8 @@ def agent_proposers(ctx: Context, teacher: Teacher | None = None) -> list[Propos
         harness = ctx.runner.harness
         form = ActionForm(harness.action, harness.submit_command) if hasattr(harness, "action") else None
         out.append(TrajectoryDemonstrationProposer(teacher, form))
+    if cfg.shell_rule:
+        out.append(ShellRuleProposer())
     return out
 
 

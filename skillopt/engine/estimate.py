@@ -77,6 +77,7 @@ def candidates_per_step(cfg: RunConfig, agent: bool, code: bool = False) -> int:
     n += int(t.description)
     if agent:
         n += t.trajectory_reflections + int(t.procedure) + (1 + int(code)) * int(t.trajectory_demonstration)
+        n += int(t.shell_rule)
     n += int(t.template == "learned" and t.shape_edit and not agent)  # the optimizer's reply shape on its own
     n += 0 if agent else t.lessons_per_step  # lessons from the teacher's solutions (chat harness)
     return n + int(t.demonstrations and not (agent and t.trajectory_demonstration))

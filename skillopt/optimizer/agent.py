@@ -42,6 +42,7 @@ from skillopt.optimizer.demonstrate import Teacher
 from skillopt.optimizer.facts import shell_complaint, shown_subjects
 from skillopt.optimizer.propose import Proposal, SearchState
 from skillopt.optimizer.reflect import anchor_before_protected, anchor_choices, reply_schema
+from skillopt.optimizer.rules import rule_edit, rules_in
 from skillopt.optimizer.types import ReflectionReply, ScoredRollout
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
@@ -167,6 +168,42 @@ class TrajectoryReflectionProposer:
             return Reflection(minibatch=ids, error=reply.error, transient=reply.transient)
         edits = [e.to_edit() for e in reply.edits if e.op == "delete" or e.text.strip()][:1]
         return Reflection(minibatch=ids, edits=edits, analysis=reply.analysis)
+
+
+SHELL_ORIGIN = "shell-rule"
+# the fixed wording of the `shell-rule` candidate: what is learned is that this agent and model send Python to
+# the shell (counted in the step's failed trajectories); the instruction that undoes it is written here
+SHELL_RULE = ("Every command you send runs in a shell (/bin/sh), not in Python: Python source sent as a command fails "
+              "('import: not found', 'Syntax error: \"(\" unexpected'). Write the code into the file the task names "
+              "(else a new .py file) with one command, `cat > FILE <<'EOF'`, the code, then a line `EOF`; then run it "
+              "with `python3 FILE`.")
+
+
+class ShellRuleProposer:
+    """At most one `shell-rule` candidate a step, with no optimizer call: when at least `min_count` of the
+    step's failed rollouts sent Python source to the shell as a command (`TrajectoryStep.python`), a rule
+    in fixed wording saying where commands run and how code reaches a file. The 1.5B optimizer, shown
+    those trajectories and the shell's complaints counted, proposes code or rules that miss the file
+    (perf/results/agents.json); a bash-only agent driven by a small model meets this failure first. Its
+    lift is its own kind's, `shell-rule` (`train.shell_rule=false` turns it off)."""
+
+    name = "shell-rule"
+
+    def __init__(self, min_count: int = 2):
+        self.min_count = min_count
+
+    async def propose(self, state: SearchState) -> Proposal:
+        fails = traced(state.scored, failed=True)
+        sent = [r for r in fails if any(s.python for s in r.trajectory.steps)]
+        held = [e.text for e in state.rejected] + rules_in(state.skill)
+        if len(sent) < self.min_count or any(SHELL_RULE in t for t in held):
+            return Proposal()
+        ids = [r.task_id for r in sent][:SHOWN_FAILURES]  # its screen: tasks where the agent did it
+        why = f"python-to-shell: {len(sent)} of {len(fails)} failed rollouts sent Python source to the shell as a command"
+        edit = rule_edit(state.skill, SHELL_RULE, why, ids)
+        return Proposal([Candidate(id="", step=state.step, origin=SHELL_ORIGIN, parent=state.version, edits=[edit],
+                                   rationale=why, sources=ids)],
+                        [Reflection(minibatch=ids, edits=[edit], analysis=why)])
 
 
 @dataclass(frozen=True)

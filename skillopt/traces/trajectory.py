@@ -6,6 +6,7 @@ the same for claude-code, codex and mini-swe-agent; a chat rollout (no tool call
 
 from __future__ import annotations
 
+import ast
 import re
 
 from pydantic import BaseModel, Field
@@ -32,6 +33,7 @@ class TrajectoryStep(BaseModel):
     source: str = ""  # an edit's whole command as the agent wrote it (line breaks kept); "" when longer than
     # MAX_SOURCE_CHARS: what an example run shows of the step (optimizer/agent.py)
     said: str = ""  # a failed command: what its output says of why ("/bin/sh: 1: import: not found")
+    python: bool = False  # a failed shell command that was Python source (`python_source`): sent to the wrong program
 
 
 class Trajectory(BaseModel):
@@ -63,6 +65,18 @@ def said(output: str) -> str:
     return _clip(" | ".join(picked), MAX_SAID_CHARS)
 
 
+def python_source(text: str) -> bool:
+    """Python source, not a shell command: the text parses as Python and opens by defining or importing
+    something. A shell line parses as a Python expression surprisingly often (`ls -la`, and
+    `cat > f.py <<'EOF'` before the code of a heredoc), but never as `import`, `def` or `class`."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+    return bool(tree.body) and isinstance(tree.body[0], kinds)
+
+
 def _clip(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 3] + "..."
@@ -78,7 +92,8 @@ def trajectory(events: list[TraceEvent], error: str | None = None, patch: str | 
     steps = [TrajectoryStep(index=c.index, command=_clip(c.text, MAX_COMMAND_CHARS), exit=c.exit, failed=c.failed,
                             edit=c.edit, test=c.index in tests,
                             source=c.text.strip() if c.edit and c.shell and len(c.text) <= MAX_SOURCE_CHARS else "",
-                            said=said(c.output) if c.failed else "")
+                            said=said(c.output) if c.failed else "",
+                            python=c.failed and c.shell and python_source(c.text))
              for c in o.commands]
     if len(steps) > MAX_STEPS:
         steps = steps[: MAX_STEPS // 4] + steps[-(MAX_STEPS - MAX_STEPS // 4):]
