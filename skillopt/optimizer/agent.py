@@ -199,7 +199,8 @@ class ShellRuleProposer:
         if len(sent) < self.min_count or any(SHELL_RULE in t for t in held):
             return Proposal()
         ids = [r.task_id for r in sent][:SHOWN_FAILURES]  # its screen: tasks where the agent did it
-        why = f"python-to-shell: {len(sent)} of {len(fails)} failed rollouts sent Python source to the shell as a command"
+        why = (f"python-to-shell: {len(sent)} of {len(fails)} failed rollouts sent Python source to the shell "
+               "as a command")
         edit = rule_edit(state.skill, SHELL_RULE, why, ids)
         return Proposal([Candidate(id="", step=state.step, origin=SHELL_ORIGIN, parent=state.version, edits=[edit],
                                    rationale=why, sources=ids)],
