@@ -255,25 +255,33 @@ def agent_and_optimizer(seen: list[FakeRequest]):
     return script
 
 
-@pytest.mark.slow  # real mini-swe-agent rollouts (a few seconds each, more on a busy machine)
-def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_path):
+def mini_swe_run(tmp_path, script, tasks: int, val: int, sets: tuple[str, ...]):
+    """One step of a real `skillopt run` with the real mini-swe-agent in bubblewrap: `script` plays its
+    model and the optimizer; 2 train tasks of `tasks` secret-code items, `val` validation, no test, and
+    no chat-harness proposer. Returns the run's folder."""
     pytest.importorskip("minisweagent")
     bwrap()  # skips without bubblewrap
-    seen: list[FakeRequest] = []
-    # item-02 (solved) and item-04 (not) are the train batch of split seed 0
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(6))
-    with FakeModelServer(agent_and_optimizer(seen)) as srv:
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(tasks))
+    with FakeModelServer(script) as srv:
         args = ["run", "--benchmark", str(data), "--harness", "mini-swe-agent",
                 "--target_model", f"openai-compatible:fake-agent@{srv.openai_url}",
                 "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "mini", "--epochs", "1", "--train-size", "2", "--val-size", "1", "--test-size", "0",
+                "--run-id", "mini", "--epochs", "1", "--train-size", "2", "--val-size", str(val), "--test-size", "0",
                 "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
                 "--set", "train.max_reflections_per_step=0", "--set", "train.rules_per_step=0",
-                "--set", "train.merge=false", "--set", "train.ablations_per_step=0", "--set", "train.screen=false",
-                "--set", "train.trajectory_reflections=1", "--set", "limits.timeout_s=90"]
+                "--set", "train.merge=false", "--set", "train.ablations_per_step=0", "--set", "limits.timeout_s=90",
+                *[x for kv in sets for x in ("--set", kv)]]
         r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    run = tmp_path / "runs" / "mini"
+    return tmp_path / "runs" / "mini"
+
+
+@pytest.mark.slow  # real mini-swe-agent rollouts (a few seconds each, more on a busy machine)
+def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_path):
+    seen: list[FakeRequest] = []
+    # item-02 (solved) and item-04 (not) are the train batch of split seed 0
+    run = mini_swe_run(tmp_path, agent_and_optimizer(seen), tasks=6, val=1, sets=(
+        "train.screen=false", "train.trajectory_reflections=1"))
     rows = {x["task_id"]: x for x in map(json.loads, (run / "rollouts.jsonl").read_text().splitlines())
             if x["split"] == "train"}
     assert {k: v["hard"] for k, v in rows.items()} == {"item-02": 1.0, "item-04": 0.0}, "the split changed"
@@ -318,23 +326,10 @@ def test_a_shell_rule_from_python_sent_to_the_shell_is_screened_gated_and_accept
     """The real mini-swe-agent sends Python source to /bin/sh in both train rollouts; the shell refuses it,
     the trajectories say so, and the step proposes the `shell-rule`, no optimizer call, which the screen
     and the gate (5 validation pairs, 5 won) accept: the whole path from a trace to an accepted edit."""
-    pytest.importorskip("minisweagent")
-    bwrap()
     seen: list[FakeRequest] = []
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(12))
-    with FakeModelServer(python_or_file(seen)) as srv:
-        args = ["run", "--benchmark", str(data), "--harness", "mini-swe-agent",
-                "--target_model", f"openai-compatible:fake-agent@{srv.openai_url}",
-                "--optimizer_model", f"openai-compatible:fake-opt@{srv.openai_url}",
-                "--run-id", "shell", "--epochs", "1", "--train-size", "2", "--val-size", "5", "--test-size", "0",
-                "--batch-size", "2", "--concurrency", "2", "--set", "train.consolidate=false",
-                "--set", "train.max_reflections_per_step=0", "--set", "train.rules_per_step=0",
-                "--set", "train.merge=false", "--set", "train.ablations_per_step=0", "--set", "train.procedure=false",
-                "--set", "train.trajectory_reflections=0", "--set", "train.trajectory_demonstration=false",
-                "--set", "train.form_rules=false", "--set", "limits.timeout_s=90"]
-        r = run_cli(args, tmp_path, cli_env(tmp_path), timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    run = tmp_path / "runs" / "shell"
+    run = mini_swe_run(tmp_path, python_or_file(seen), tasks=12, val=5, sets=(
+        "train.procedure=false", "train.trajectory_reflections=0", "train.trajectory_demonstration=false",
+        "train.form_rules=false"))
     (c,) = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
     assert c["origin"] == "shell-rule" and c["status"] == "accepted", c
     assert c["rationale"] == "python-to-shell: 2 of 2 failed rollouts sent Python source to the shell as a command"
