@@ -176,13 +176,14 @@ def test_python_source_is_told_from_a_shell_command():
 
 async def test_a_shell_rule_is_proposed_when_the_agent_sent_python_to_the_shell_twice():
     """Two failed rollouts sent Python source to /bin/sh: one `shell-rule` candidate, in fixed wording, added
-    to the rules section, screened on those tasks; none for one such rollout, none when the skill has it."""
+    to the rules section, screened on those tasks first, then on other failed ones; none for one such
+    rollout, none when the skill has it."""
     rollouts = [scored(f"t-{n}", python_sent_to_the_shell(n, 1), 0.0, None) for n in ("floor_of", "ceil_of")]
     rollouts.append(scored("t-sed", mini_trace(1), 0.0, ""))
     tasks = {r.task_id: Task(id=r.task_id, prompt=r.prompt, kind="code") for r in rollouts}
     st = SearchState(step=1, version=0, skill=SKILL, scored=rollouts, tasks=tasks)
     (c,) = (await ShellRuleProposer().propose(st)).candidates
-    assert c.origin == "shell-rule" and c.sources == ["t-floor_of", "t-ceil_of"]
+    assert c.origin == "shell-rule" and c.sources == ["t-floor_of", "t-ceil_of", "t-sed"]  # those that sent it first
     assert c.rationale == "python-to-shell: 2 of 3 failed rollouts sent Python source to the shell as a command"
     new = apply_edits(SKILL, c.edits).skill.render()
     assert f"## Rules\n\n- {SHELL_RULE}" in new and "`cat > FILE <<'EOF'`" in new
