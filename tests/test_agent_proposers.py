@@ -238,22 +238,34 @@ async def test_demonstration_condenses_a_solved_trajectory_into_steps():
 
 
 
-def agent_and_optimizer(seen: list[FakeRequest]):
-    """mini-swe-agent's model (its bash tool): reads the skill, looks around (a command that fails on the
-    items from 3 on), submits; right on the items below 3. The optimizer: the chat requests without tools."""
+def secret_code_agent(seen: list[FakeRequest], turn):
+    """mini-swe-agent's model (its bash tool) on the secret-code items: reads the skill first, then
+    `turn(req, done, n, text)` answers (`done` commands so far, `n` the item, `text` the conversation);
+    the optimizer answers the chat requests without tools."""
     def script(req: FakeRequest) -> FakeReply:
         if not req.tools:
             return optimizer(seen)(req)
         done = len(req.tool_results)
         if done == 0:
             return FakeReply(text="Reading the skill.", tool_calls=(shell_call(req, f"cat {skill_path(req)}"),))
-        n = int(re.search(r"secret code of item (\d+)", "\n".join(m.text for m in req.messages)).group(1))
+        text = "\n".join(m.text for m in req.messages)
+        return turn(req, done, int(re.search(r"secret code of item (\d+)", text).group(1)), text)
+    return script
+
+
+def submit(req: FakeRequest, answer: str) -> FakeReply:
+    return FakeReply(text="Done.", tool_calls=(shell_call(
+        req, f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo 'Answer: {answer}'"),))
+
+
+def agent_and_optimizer(seen: list[FakeRequest]):
+    """Looks around after the skill (a command that fails on the items from 3 on), submits; right on the
+    items below 3."""
+    def turn(req: FakeRequest, done: int, n: int, text: str) -> FakeReply:
         if done == 1:
             return FakeReply(text="Looking.", tool_calls=(shell_call(req, "ls -a" if n < 3 else "ls no-such-dir"),))
-        answer = f"ZETA-{n}" if n < 3 else "unknown"
-        return FakeReply(text="Done.", tool_calls=(shell_call(
-            req, f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo 'Answer: {answer}'"),))
-    return script
+        return submit(req, f"ZETA-{n}" if n < 3 else "unknown")
+    return secret_code_agent(seen, turn)
 
 
 def mini_swe_run(tmp_path, script, tasks: int, val: int, sets: tuple[str, ...]):
@@ -300,26 +312,17 @@ def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_p
 
 
 def python_or_file(seen: list[FakeRequest]):
-    """mini-swe-agent's model: reads the skill; under a skill that says where commands run it writes the
-    code into a file with a heredoc, runs it and submits the right answer; without, it sends the Python
-    source itself as the command (the shell refuses it) and submits a wrong one."""
-    def script(req: FakeRequest) -> FakeReply:
-        if not req.tools:
-            return optimizer(seen)(req)
-        done = len(req.tool_results)
-        if done == 0:
-            return FakeReply(text="Reading the skill.", tool_calls=(shell_call(req, f"cat {skill_path(req)}"),))
-        text = "\n".join(m.text for m in req.messages)
-        n = int(re.search(r"secret code of item (\d+)", text).group(1))
+    """Under a skill that says where commands run it writes the code into a file with a heredoc, runs it
+    and submits the right answer; without, it sends the Python source itself as the command (the shell
+    refuses it) and submits a wrong one."""
+    def turn(req: FakeRequest, done: int, n: int, text: str) -> FakeReply:
         code = f"import sys\ndef code(n):\n    return 'ZETA-' + str(n)\nprint(code({n}))"
         told = "runs in a shell (/bin/sh)" in text
         if done == 1:
             command = f"cat > code.py <<'EOF'\n{code}\nEOF\npython3 code.py" if told else code
             return FakeReply(text="Writing it.", tool_calls=(shell_call(req, command),))
-        answer = f"ZETA-{n}" if told else "unknown"
-        return FakeReply(text="Done.", tool_calls=(shell_call(
-            req, f"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo 'Answer: {answer}'"),))
-    return script
+        return submit(req, f"ZETA-{n}" if told else "unknown")
+    return secret_code_agent(seen, turn)
 
 
 @pytest.mark.slow  # real mini-swe-agent rollouts in bubblewrap (a few seconds each)
