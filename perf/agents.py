@@ -22,6 +22,10 @@ skill can do for this agent and model at all, before asking whether the optimize
 test tasks, one epoch) and writes `lift`: seed vs best on the test split, paired (`delta`, `ci_low`,
 `ci_high`: the run's own 95% interval) and the lines the accepted edits added. Without it `lift`
 is empty, with a note.
+`--gepa RUN_DIR` puts GEPA 0.1.4 beside a finished `--train` run (`perf/gepa_agents.py`): its
+adapter drives the same agent with the run's settings on the run's train and val tasks, within the
+rollouts the run spent before its test split, and its best skill is paired with the run's seed and
+best on the run's test tasks (`gepa` in the JSON).
 A row already in the output file for another harness, benchmark, target, option set or skill is kept
 (measure one at a time).
 """
@@ -192,14 +196,18 @@ def lift_key(row: dict) -> tuple:
     return (*_setting(row), row.get("split_seed", 0))
 
 
+def options_of(config: dict) -> list[str]:
+    """A run's harness options as `--option` gives them (KEY=VALUE)."""
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config.get("harness_options") or {}).items()]
+
+
 def recorded(run: Path, command: str, at: str | None = None) -> dict:
     """The lift row of a finished training run, its settings read from the run's config."""
     import yaml
 
     config = yaml.safe_load((run / "config.yaml").read_text()) or {}
     limits, train = config.get("limits") or {}, config.get("train") or {}
-    options = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (config.get("harness_options") or {}).items()]
-    return {**lift_of(run), "target": config.get("target_model"), "options": options,
+    return {**lift_of(run), "target": config.get("target_model"), "options": options_of(config),
             "timeout_s": limits.get("timeout_s"), "max_turns": limits.get("max_turns"),
             "max_tokens": limits.get("max_tokens"), "command": command, "recorded_from": str(run),
             **({"commit": at} if at else {}),
@@ -247,6 +255,9 @@ def main() -> None:
     p.add_argument("--lift-only", action="store_true", help="with --train: the training run only, no seed eval row")
     p.add_argument("--optimizer", help="the optimizer model of --train (default: the target)")
     p.add_argument("--keep", help="keep the eval runs in this folder (default: a temporary one)")
+    p.add_argument("--gepa", metavar="RUN_DIR", help="GEPA 0.1.4 beside a finished --train run: the same agent, "
+                   "tasks, models and rollout budget, paired on its test tasks (perf/gepa_agents.py)")
+    p.add_argument("--gepa-work", help="with --gepa: GEPA's folder (default: a new one under /tmp)")
     p.add_argument("--out", default=str(REPO / "perf" / "results" / "agents.json"))
     a = p.parse_args()
     if a.lift_only and not a.train:
@@ -255,6 +266,7 @@ def main() -> None:
     doc = json.loads(out.read_text()) if out.is_file() else {}
     rows = {row_key(r): r for r in doc.get("rows", [])}
     lift = {lift_key(r): r for r in doc.get("lift", [])}
+    gepa = {lift_key(r): r for r in doc.get("gepa", [])}
     t0 = time.time()
     head, clean = commit(REPO, ("skillopt", "skills", "perf/agents.py"))  # the code a --train run is made with
     argv = sys.argv[1:]
@@ -265,10 +277,21 @@ def main() -> None:
         row = recorded(Path(a.record), a.record_command or command, a.at)
         lift[lift_key(row)] = row
         a.train = True
+    if a.gepa:
+        import yaml
+
+        from perf.gepa_agents import beside
+
+        work = Path(a.gepa_work or tempfile.mkdtemp(prefix="skillopt-gepa-agents-"))
+        config = yaml.safe_load((Path(a.gepa) / "config.yaml").read_text()) or {}
+        row = {**beside(Path(a.gepa), work), "options": options_of(config), "command": command, "commit": head,
+               "clean": clean, "date": machine()["date"], "work": str(work)}
+        gepa[lift_key(row)] = row
+        print(json.dumps(row), flush=True)
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:
         runs = Path(a.keep) if a.keep else Path(tmp)
         runs.mkdir(parents=True, exist_ok=True)
-        for harness in a.harness.split(",") if not a.record else []:
+        for harness in a.harness.split(",") if not (a.record or a.gepa) else []:
             for benchmark in a.benchmark.split(","):
                 if not a.lift_only:
                     run, measured = eval_run(harness, benchmark, a, runs)
@@ -289,7 +312,8 @@ def main() -> None:
     doc = {"what": "agent harnesses on coding benchmarks with the embedded model, the seed skill "
                    "(the benchmark's own under skills/, else skills/default); means per scored rollout",
            "command": command, "machine": machine(), "took_s": round(time.time() - t0, 1),
-           "rows": list(rows.values()), "lift": list(lift.values()), "notes": doc.get("notes", [])}
+           "rows": list(rows.values()), "lift": list(lift.values()), "gepa": list(gepa.values()),
+           "notes": doc.get("notes", [])}
     if not lift:
         doc["lift_note"] = "not measured: run with --train (a training run per harness and benchmark)"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,32 @@ def reuse_lines(prompts: dict | None) -> list[str]:
     return lines
 
 
+def _vs(x: dict | None) -> str:
+    if not x or not x.get("n"):
+        return "-"
+    return (f"{x['delta']:+.3f} [{x['ci_low']:+.3f}, {x['ci_high']:+.3f}], {x['wins']}/{x['losses']}")
+
+
+def gepa_lines(rows: list[dict]) -> list[str]:
+    """GEPA 0.1.4 beside a training run (`perf/agents.py --gepa RUN`): the same agent, tasks, models and
+    rollout budget; paired with the run's seed and best on its test tasks."""
+    if not rows:
+        return []
+    lines = ["", "GEPA 0.1.4 beside a training run (`perf/agents.py --gepa RUN`, `perf/gepa_agents.py`): its adapter "
+             "drives the same agent through `perf/agent_job.py` with the run's settings, on the run's train and val "
+             "tasks, within the rollouts the run spent before its test split; its best skill scored on the run's "
+             "test tasks and paired (delta [95% CI], won/lost):", "",
+             "| harness | benchmark | split seed | budget (rollouts) | n | seed | GEPA | ours | GEPA - seed | "
+             "ours - GEPA | GEPA candidates | GEPA changed the skill |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['harness']} | {r['benchmark']} | {r.get('split_seed', 0)} | {r.get('budget_rollouts')} | "
+                     f"{(r.get('gepa_vs_seed') or {}).get('n', '-')} | {_n(r.get('seed_test'), 3)} | "
+                     f"{_n(r.get('gepa_test'), 3)} | {_n(r.get('ours_test'), 3)} | {_vs(r.get('gepa_vs_seed'))} | "
+                     f"{_vs(r.get('ours_vs_gepa'))} | {r.get('candidates', '-')} | "
+                     f"{'yes' if r.get('changed') else 'no'} |")
+    return lines
+
+
 def render_agents(doc: dict | None, prompts: dict | None = None) -> str:
     if not doc:
         return GENERATED + "\n"
@@ -78,6 +104,7 @@ def render_agents(doc: dict | None, prompts: dict | None = None) -> str:
                           *r["accepted_edits"], "````"]
     else:
         lines += ["", f"Lift: {doc.get('lift_note', 'not measured')}."]
+    lines += gepa_lines(doc.get("gepa") or [])
     lines += reuse_lines(prompts)
     for note in doc.get("notes") or []:
         lines += ["", note]
