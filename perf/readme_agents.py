@@ -48,12 +48,14 @@ def gepa_lines(rows: list[dict]) -> list[str]:
         return []
     lines = ["", "GEPA 0.1.4 beside a training run (`perf/agents.py --gepa RUN`, `perf/gepa_agents.py`): its adapter "
              "drives the same agent through `perf/agent_job.py` with the run's settings, on the run's train and val "
-             "tasks, within the rollouts the run spent before its test split; its best skill scored on the run's "
-             "test tasks and paired (delta [95% CI], won/lost):", "",
-             "| harness | benchmark | split seed | budget (rollouts) | n | seed | GEPA | ours | GEPA - seed | "
+             "tasks, with the rollouts the run spent before its test split as its `max_metric_calls` (GEPA checks "
+             "it before each iteration, so it may use one iteration more); its best skill scored on the run's test "
+             "tasks and paired (delta [95% CI], won/lost):", "",
+             "| harness | benchmark | split seed | rollouts: budget, GEPA used | n | seed | GEPA | ours | GEPA - seed | "
              "ours - GEPA | GEPA candidates | GEPA changed the skill |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['harness']} | {r['benchmark']} | {r.get('split_seed', 0)} | {r.get('budget_rollouts')} | "
+        lines.append(f"| {r['harness']} | {r['benchmark']} | {r.get('split_seed', 0)} | "
+                     f"{r.get('budget_rollouts')}, {r.get('rollouts_optimizing')} | "
                      f"{(r.get('gepa_vs_seed') or {}).get('n', '-')} | {_n(r.get('seed_test'), 3)} | "
                      f"{_n(r.get('gepa_test'), 3)} | {_n(r.get('ours_test'), 3)} | {_vs(r.get('gepa_vs_seed'))} | "
                      f"{_vs(r.get('ours_vs_gepa'))} | {r.get('candidates', '-')} | "
