@@ -85,11 +85,13 @@ class ScreenResult(BaseModel):
     """The cheap check before validation: the candidate on the train tasks it was proposed from,
     against the incumbent's results there (GEPA's minibatch acceptance test).
 
-    It passes when the candidate scores more there. A tie passes too when the candidate changed
-    what the agent replies on most of those tasks and lost none: with few tasks and a low score
-    (a small model that solves one task in ten), a real improvement often ties on a minibatch,
-    while an edit that changes nothing leaves the replies as they were. Ties are gated after the
-    candidates that scored more, and the gate's error control is the same for both.
+    It passes when the candidate scores more there. A tie passes too when the candidate lost none and
+    either changed what the agent replies on most of those tasks, or, for an edit aimed at a failure
+    read from the trajectories (`Candidate.aim`), left that failure on at most half the rollouts that
+    showed it under the incumbent: with few tasks and a low score (a small model that solves one task
+    in ten), a real improvement often ties on a minibatch, while an edit that changes nothing leaves
+    the replies, and the failure it names, as they were. Ties are gated after the candidates that
+    scored more, and the gate's error control is the same for all.
     """
 
     tasks: list[str]
@@ -98,6 +100,8 @@ class ScreenResult(BaseModel):
     changed: int = 0  # tasks whose reply differs from the incumbent's
     errored: int = 0  # pairs left out: a rollout errored on either side
     rollouts: int = 0  # train rollouts this screen paid for
+    aimed_incumbent: int | None = None  # of the compared pairs, rollouts showing the candidate's aim: incumbent's
+    aimed_candidate: int | None = None  # ... and the candidate's (None: the candidate has no aim)
 
     @property
     def gain(self) -> float:
@@ -112,9 +116,17 @@ class ScreenResult(BaseModel):
         return bool(self.candidate) and self.gain > EPS
 
     @property
+    def removed(self) -> int:
+        """Rollouts that showed the aimed failure under the incumbent and no longer do (net)."""
+        if self.aimed_incumbent is None or self.aimed_candidate is None:
+            return 0
+        return self.aimed_incumbent - self.aimed_candidate
+
+    @property
     def passed(self) -> bool:
+        cured = self.removed > 0 and self.removed * 2 >= (self.aimed_incumbent or 0)
         return self.improved or (bool(self.candidate) and abs(self.gain) <= EPS and self.losses == 0
-                                 and self.changed * 2 > len(self.tasks))
+                                 and (self.changed * 2 > len(self.tasks) or cured))
 
 
 # "trajectory-reflection", "procedure", "trajectory-demonstration": the agent-aware proposers (optimizer/agent.py);
@@ -140,6 +152,7 @@ class Candidate(BaseModel):
     edits: list[Edit] = Field(default_factory=list)
     rationale: str = ""
     sources: list[str] = Field(default_factory=list)  # train task ids it came from (the screen's tasks)
+    aim: str = ""  # the failure its edits are meant to remove (`traces.trajectory.shows`), counted on its screen
     members: list[int] = Field(default_factory=list)  # merge: the pool versions it combines
     version: int | None = None
     applied: list[str] = Field(default_factory=list)  # per edit: "applied" or why not

@@ -311,17 +311,18 @@ def test_a_training_step_with_mini_swe_agent_proposes_each_agent_candidate(tmp_p
     assert "- no command failed: 1/1 passing, 0/1 failing" in procedure
 
 
-def python_or_file(seen: list[FakeRequest]):
+def python_or_file(seen: list[FakeRequest], solves: bool = True):
     """Under a skill that says where commands run it writes the code into a file with a heredoc, runs it
-    and submits the right answer; without, it sends the Python source itself as the command (the shell
-    refuses it) and submits a wrong one."""
+    and submits the right answer (`solves`; else it removes the file and submits a wrong one, as before);
+    without, it sends the Python source itself as the command (the shell refuses it) and submits a wrong one."""
     def turn(req: FakeRequest, done: int, n: int, text: str) -> FakeReply:
         code = f"import sys\ndef code(n):\n    return 'ZETA-' + str(n)\nprint(code({n}))"
         told = "runs in a shell (/bin/sh)" in text
         if done == 1:
-            command = f"cat > code.py <<'EOF'\n{code}\nEOF\npython3 code.py" if told else code
+            command = (f"cat > code.py <<'EOF'\n{code}\nEOF\npython3 code.py" + ("" if solves else "; rm code.py")
+                       if told else code)
             return FakeReply(text="Writing it.", tool_calls=(shell_call(req, command),))
-        return submit(req, f"ZETA-{n}" if told else "unknown")
+        return submit(req, f"ZETA-{n}" if told and solves else "unknown")
     return secret_code_agent(seen, turn)
 
 
@@ -340,6 +341,41 @@ def test_a_shell_rule_from_python_sent_to_the_shell_is_screened_gated_and_accept
     assert c["screen"]["candidate"] == [1.0, 1.0] and c["gate"]["wins"] == 5 and c["gate"]["losses"] == 0
     assert SHELL_RULE in (run / "best_skill.md").read_text()
     assert not seen  # fixed wording: no optimizer call
+
+
+@pytest.mark.slow  # real mini-swe-agent rollouts in bubblewrap (a few seconds each)
+def test_a_shell_rule_that_stops_python_going_to_the_shell_passes_its_screen_on_a_tie(tmp_path):
+    """Under the rule the agent writes and runs a file, yet answers as wrongly as before and leaves the
+    workspace as it was: the screen ties 0 vs 0 with the replies unchanged, which alone would turn the rule
+    away; the failure it aims at (Python sent to the shell) went from 2 rollouts to 0, so it is gated (and
+    rejected there: no validation pair is won)."""
+    seen: list[FakeRequest] = []
+    run = mini_swe_run(tmp_path, python_or_file(seen, solves=False), tasks=12, val=3, sets=(
+        "train.procedure=false", "train.trajectory_reflections=0", "train.trajectory_demonstration=false",
+        "train.form_rules=false"))
+    (c,) = json.loads((run / "steps" / "0001" / "candidates.json").read_text())
+    assert c["origin"] == "shell-rule" and c["aim"] == "python sent to the shell", c
+    sc = c["screen"]
+    assert sc["incumbent"] == sc["candidate"] == [0.0, 0.0] and sc["changed"] == 0, sc
+    assert (sc["aimed_incumbent"], sc["aimed_candidate"]) == (2, 0), sc
+    assert c["status"] == "rejected" and c["gate"]["wins"] == 0, c
+
+
+def test_a_screen_tie_passes_when_the_aimed_failure_fell_by_half_and_nothing_was_lost():
+    from skillopt.record import ScreenResult
+
+    def result(cand: list[float], aimed: tuple[int, int] | None, changed: int = 0) -> ScreenResult:
+        counts = {} if aimed is None else {"aimed_incumbent": aimed[0], "aimed_candidate": aimed[1]}
+        return ScreenResult(tasks=["a", "b", "c", "d"], incumbent=[0.0, 0.0, 0.0, 1.0], candidate=cand,
+                            changed=changed, **counts)
+
+    tie = [0.0, 0.0, 0.0, 1.0]
+    assert not result(tie, None).passed and not result(tie, (4, 4)).passed
+    assert result(tie, (4, 1)).passed and result(tie, (4, 2)).passed and result(tie, (2, 1)).passed
+    assert not result(tie, (4, 3)).passed and not result(tie, (0, 0)).passed
+    assert not result([1.0, 0.0, 0.0, 0.0], (4, 0)).passed, "a lost task is not made up by the aim"
+    assert result(tie, None, changed=3).passed and result([1.0, 0.0, 0.0, 1.0], (4, 4)).passed
+    assert result(tie, (4, 1)).removed == 3 and result(tie, None).removed == 0
 
 
 async def test_an_example_run_shows_the_file_the_agent_wrote_whole_beside_the_teachers():

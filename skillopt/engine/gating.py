@@ -16,7 +16,7 @@ decision), so nothing is compared with a score frozen at a lucky draw.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from skillopt.benchmarks.base import Task
@@ -191,11 +191,14 @@ async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, task
 
 
 async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incumbent: dict[str, RolloutRecord],
-                 metric: str, trial: int = 0, trigger_weight: float = 0.0) -> ScreenResult:
-    """The candidate on `tasks` against the incumbent's records there (this step's train rollouts)."""
+                 metric: str, trial: int = 0, trigger_weight: float = 0.0,
+                 aimed: Callable[[RolloutRecord], bool] | None = None) -> ScreenResult:
+    """The candidate on `tasks` against the incumbent's records there (this step's train rollouts);
+    `aimed`: whether a rollout shows the failure the candidate aims at, counted on both sides."""
     before = runner.executed
     records = await runner.run_many(cand.skill, cand.version, tasks, "train", 1, first_trial=trial)
     ids, a, b, errored, changed = [], [], [], 0, 0
+    pairs: list[tuple[RolloutRecord, RolloutRecord]] = []
     for t, r in zip(tasks, records):
         base = incumbent.get(t.id)
         if base is None or base.errored or r.errored:
@@ -205,8 +208,11 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
         a.append(pair_value(base, metric, trigger_weight))
         b.append(pair_value(r, metric, trigger_weight))
         changed += _reply(base) != _reply(r)
+        pairs.append((base, r))
+    counts = {} if aimed is None else {"aimed_incumbent": sum(aimed(x) for x, _ in pairs),
+                                       "aimed_candidate": sum(aimed(y) for _, y in pairs)}
     return ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=changed, errored=errored,
-                        rollouts=runner.executed - before)
+                        rollouts=runner.executed - before, **counts)
 
 
 def _reply(r: RolloutRecord) -> str:

@@ -30,7 +30,7 @@ from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
 )
 from skillopt.store.run_store import RunStore
-from skillopt.traces.trajectory import Trajectory, trajectory
+from skillopt.traces.trajectory import Trajectory, shows, trajectory
 
 
 @dataclass
@@ -130,21 +130,28 @@ class Trainer:
             return
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
         self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
+
+        def aimed(r: RolloutRecord) -> bool:  # the rollout shows the failure the candidate's edits aim at
+            return shows(c.aim, stored_trajectory(self.ctx.store, r, tasks[r.task_id]))
+
         c.screen = await screen(self.ctx.runner, Side(c.stored_version, self.ctx.store.skill(c.stored_version)),
                                 source, incumbent, self.ctx.cfg.gate.metric,
-                                trigger_weight=self.ctx.cfg.gate.trigger_weight)
+                                trigger_weight=self.ctx.cfg.gate.trigger_weight, aimed=aimed if c.aim else None)
         if not c.screen.passed:
             c.status = "screened-out"
             c.note = f"screen: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
+            if c.aim:
+                c.note += f"; {c.aim} in {c.screen.aimed_incumbent} -> {c.screen.aimed_candidate}"
             v = self.ctx.store.update_version(c.stored_version, status="screened-out")
             self.state.ledger.record(c.edits, accepted=False)
             self.ctx.emit(VersionSaved(v, None))
 
     async def gate_candidates(self, n: int, skill: Skill, candidates: list[Candidate]) -> GateDecision | None:
         ready = [c for c in candidates if c.status == "proposed"]
-        # those that scored more on their screen first (most first), then ties that changed the replies
-        ready.sort(key=lambda c: (-(c.screen.gain if c.screen else 0.0), -(c.screen.changed if c.screen else 0),
-                                  len(c.edits), c.id))
+        # those that scored more on their screen first (most first), then ties that removed most of the failure
+        # they aim at, then ties that changed the replies
+        ready.sort(key=lambda c: (-(c.screen.gain if c.screen else 0.0), -(c.screen.removed if c.screen else 0),
+                                  -(c.screen.changed if c.screen else 0), len(c.edits), c.id))
         # the best `gate.per_step` are gated in turn until one is accepted; they share the step's alpha
         share = min(self.ctx.cfg.gate.per_step, len(ready))
         decision = None

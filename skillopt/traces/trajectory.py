@@ -77,6 +77,19 @@ def python_source(text: str) -> bool:
     return bool(tree.body) and isinstance(tree.body[0], kinds)
 
 
+PYTHON_TO_SHELL = "python sent to the shell"  # a failure named by a step's `python` flag, not a failure kind
+
+
+def shows(aim: str, t: Trajectory | None) -> bool:
+    """Whether a rollout's trajectory shows the failure `aim` names: Python source sent to the shell, or
+    one of `outcome.FAILURE_KINDS`."""
+    if t is None:
+        return False
+    if aim == PYTHON_TO_SHELL:
+        return any(s.python for s in t.steps)
+    return aim in t.failure_kinds
+
+
 def _clip(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 3] + "..."
