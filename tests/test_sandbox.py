@@ -169,3 +169,40 @@ def test_a_missing_bubblewrap_is_one_line_naming_no_sandbox():
 
     with pytest.raises(BadInput, match="not installed.*--no-sandbox"):
         check_bwrap("bwrap-that-is-not-installed")
+
+
+def test_the_relay_says_nothing_when_its_client_left_before_an_unreachable_upstream_failed(capfd):
+    """A run stopped mid-rollout: the agent's connection is gone when the relay learns its upstream (the
+    model server, stopped too) failed. Writing the 502 then fails; that is the end of the request, never a
+    traceback on the run's terminal."""
+    import socket
+    import struct
+    import threading
+    import time
+
+    from skillopt.sandbox import Relay
+
+    upstream = socket.socket()
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(1)
+
+    def hang_then_close():  # takes the relay's request, waits for the client to leave, closes: no answer
+        conn, _ = upstream.accept()
+        time.sleep(0.5)
+        conn.close()
+
+    serving = threading.Thread(target=hang_then_close, daemon=True)
+    serving.start()
+    with Relay() as relay:
+        host, port = upstream.getsockname()
+        with relay.lease(f"http://{host}:{port}", "sk-relay-0123456789abcdef") as ticket:
+            client = socket.create_connection(relay.address.removeprefix("http://").split(":"))
+            client.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + ticket.token.encode()
+                           + b"\r\nContent-Length: 2\r\n\r\n{}")
+            time.sleep(0.2)
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()  # a reset, as a killed agent leaves it
+            serving.join(5)
+            time.sleep(0.5)  # the relay's refusal, and what it would print
+    upstream.close()
+    assert "Traceback" not in capfd.readouterr().err

@@ -164,12 +164,13 @@ class _Handler(BaseHTTPRequestHandler):
         assert relay._client is not None
         relay.forwarded += 1
         try:
-            with relay._client.stream(self.command, lease.origin + path, headers=out, content=body) as resp:
-                self._answer(resp, lease.key)
-        except httpx.HTTPError as e:
-            if not self._started:
-                self._refuse(502, f"skillopt relay: upstream unreachable: {type(e).__name__}")
-        except (BrokenPipeError, ConnectionResetError):
+            try:
+                with relay._client.stream(self.command, lease.origin + path, headers=out, content=body) as resp:
+                    self._answer(resp, lease.key)
+            except httpx.HTTPError as e:
+                if not self._started:
+                    self._refuse(502, f"skillopt relay: upstream unreachable: {type(e).__name__}")
+        except (BrokenPipeError, ConnectionResetError):  # the agent is gone (a stopped run): nothing to tell it
             self.close_connection = True
 
     _started = False
