@@ -278,14 +278,11 @@ def main() -> None:
         lift[lift_key(row)] = row
         a.train = True
     if a.gepa:
-        import yaml
-
         from perf.gepa_agents import beside
 
         work = Path(a.gepa_work or tempfile.mkdtemp(prefix="skillopt-gepa-agents-"))
-        config = yaml.safe_load((Path(a.gepa) / "config.yaml").read_text()) or {}
-        row = {**beside(Path(a.gepa), work), "options": options_of(config), "command": command, "commit": head,
-               "clean": clean, "date": machine()["date"], "work": str(work)}
+        row = {**beside(Path(a.gepa), work), "command": command, "commit": head, "clean": clean,
+               "date": machine()["date"], "work": str(work)}
         gepa[lift_key(row)] = row
         print(json.dumps(row), flush=True)
     with tempfile.TemporaryDirectory(prefix="skillopt-perf-agents-") as tmp:

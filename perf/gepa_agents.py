@@ -16,6 +16,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from skillopt.store.schema import RolloutRecord
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -30,22 +34,23 @@ def split_frontmatter(text: str) -> tuple[str, str]:
     return "", text
 
 
-def run_rollouts(run: Path) -> list[dict]:
-    return [json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines() if x.strip()]
+def run_rollouts(run: Path) -> list[RolloutRecord]:
+    from skillopt.io.files import read_records
+    from skillopt.store.schema import RolloutRecord
+
+    return list(read_records(run / "rollouts.jsonl", RolloutRecord))
 
 
-def budget_of(rows: list[dict]) -> int:
+def budget_of(rows: list[RolloutRecord]) -> int:
     """The rollouts the run spent training (every split but test; an infrastructure error spent none)."""
-    return sum(1 for r in rows if r["split"] != "test" and r.get("error_kind") != "infra")
+    return sum(1 for r in rows if r.split != "test" and not r.errored)
 
 
-def test_scores(rows: list[dict], version: int) -> dict[str, float]:
+def test_scores(rows: list[RolloutRecord], version: int) -> dict[str, float]:
     """Per test task, the mean hard score of `version`'s scored rollouts (infrastructure errors left out)."""
-    got: dict[str, list[float]] = {}
-    for r in rows:
-        if r["split"] == "test" and r["version"] == version and r.get("error_kind") != "infra":
-            got.setdefault(r["task_id"], []).append(float(r["hard"]))
-    return {t: sum(v) / len(v) for t, v in got.items()}
+    from skillopt.store.scores import per_task
+
+    return per_task([r for r in rows if r.split == "test" and r.version == version], "hard")
 
 
 def paired(a: dict[str, float], b: dict[str, float]) -> dict:
@@ -64,6 +69,7 @@ def beside(run: Path, work: Path) -> dict:
     import yaml
 
     from perf.agent_job import score, split_ids
+    from perf.agents import options_of
     from perf.peer_envs import PEERS, peer_python
     from skillopt.models.local import LocalServer
     from skillopt.models.spec import parse_model_spec
@@ -112,7 +118,8 @@ def beside(run: Path, work: Path) -> dict:
     mean = lambda d: round(sum(d.values()) / len(d), 6) if d else None  # noqa: E731
     return {"harness": config.get("harness"), "benchmark": config.get("benchmark"),
             "split_seed": int((config.get("splits") or {}).get("seed") or 0), "run": run.name,
-            "target": config.get("target_model"), "optimizer": str(optimizer), "peer": f"gepa {PEERS['gepa'].version}",
+            "target": config.get("target_model"), "options": options_of(config), "optimizer": str(optimizer),
+            "peer": f"gepa {PEERS['gepa'].version}",
             "budget_rollouts": job["max_metric_calls"], "seed_test": mean(seed), "gepa_test": mean(gepa),
             "ours_test": mean(ours), "gepa_vs_seed": paired(seed, gepa), "ours_vs_gepa": paired(gepa, ours),
             "wall_s": round(time.perf_counter() - t0, 1), "gepa_train_s": round(train_s, 1),
