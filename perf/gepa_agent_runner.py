@@ -17,6 +17,7 @@ Usage (from perf/agents.py): GEPA_VENV/bin/python perf/gepa_agent_runner.py JOB.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 COMPONENT = "skill"
 FEEDBACK_CHARS = 600  # of the scorer's feedback per rollout shown to GEPA's reflection
+# our optimizer's protected-region markers (skillopt/skill.py); an agent never sees them
+MARKER = re.compile(r"[ \t]*<!--\s*/?skillopt:protected\s*-->[ \t]*\n?")
+
+
+def skill_text(frontmatter: str, body: str) -> str:
+    """The SKILL.md an agent is given for GEPA's candidate `body`. GEPA has no protected regions and
+    rewrites the whole body, so our markers are dropped: the harness strips them before the agent reads
+    the skill, and a rewrite that kept one marker of a pair would not load as a skill at all."""
+    return frontmatter + MARKER.sub("", body).strip() + "\n"
 
 
 def main(job_path: str, out_path: str) -> None:
@@ -43,7 +53,7 @@ def main(job_path: str, out_path: str) -> None:
     def skill_file(body: str) -> Path:
         path = work / "skills" / f"{counts['batches']:04d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(job["frontmatter"] + body.strip() + "\n", encoding="utf-8")
+        path.write_text(skill_text(job["frontmatter"], body), encoding="utf-8")
         return path
 
     def rollouts(body: str, ids: list[str]) -> list[dict]:
@@ -110,7 +120,7 @@ def main(job_path: str, out_path: str) -> None:
         "rollouts_optimizing": counts["rollouts"], "errored_optimizing": counts["errored"],
         "batches": counts["batches"], "reflection_calls": counts["reflection"], "candidates": len(result.candidates),
         "best_val": result.val_aggregate_scores[result.best_idx], "seed_val": result.val_aggregate_scores[0],
-        "best_body": best_body, "best_skill": job["frontmatter"] + best_body.strip() + "\n",
+        "best_body": best_body, "best_skill": skill_text(job["frontmatter"], best_body),
         "changed": best_body.strip() != job["seed_body"].strip()}, indent=2))
     tmp.replace(out_path)
 

@@ -70,3 +70,21 @@ def test_the_run_s_split_and_a_skill_s_rollouts_on_chosen_tasks_come_back_with_t
     assert "harness: mini-swe-agent" in config and "timeout_s: 90.0" in config
     traces = [p.read_text() for p in (evaluation / "traces").rglob("*.jsonl")]
     assert len(traces) == 2 and all("Look around first." in t for t in traces)
+
+
+def test_a_gepa_rewrite_that_kept_one_protected_marker_is_still_the_skill_the_agent_reads():
+    """GEPA 0.1.4's reflection with the 1.5B once returned a body that opened mid-section and kept only a
+    closing protected marker; written as it was, the SKILL.md did not load and GEPA lost the iteration.
+    The runner writes the text without our markers, which the agent never sees anyway."""
+    from perf.gepa_agent_runner import skill_text
+    from skillopt.skill import Skill
+
+    front = "---\nname: python-functions\ndescription: Write a Python function.\n---\n"
+    half = "python block: the function the test calls.\n<!-- /skillopt:protected -->\n\n## Example 1\nstep one\n"
+    with pytest.raises(Exception, match="unpaired protected marker"):
+        Skill.parse(front + half)
+    skill = Skill.parse(skill_text(front, half))
+    assert skill.body.strip() == "python block: the function the test calls.\n\n## Example 1\nstep one"
+    whole = "Intro.\n\n## Format\n<!-- skillopt:protected -->\nOne block.\n<!-- /skillopt:protected -->\n"
+    kept = Skill.parse(front + whole)
+    assert Skill.parse(skill_text(front, whole)).body == kept.strip_markers().body
