@@ -17,7 +17,6 @@ Usage (from perf/agents.py): GEPA_VENV/bin/python perf/gepa_agent_runner.py JOB.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -27,15 +26,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 COMPONENT = "skill"
 FEEDBACK_CHARS = 600  # of the scorer's feedback per rollout shown to GEPA's reflection
-# our optimizer's protected-region markers (skillopt/skill.py); an agent never sees them
-MARKER = re.compile(r"[ \t]*<!--\s*/?skillopt:protected\s*-->[ \t]*\n?")
 
 
 def skill_text(frontmatter: str, body: str) -> str:
     """The SKILL.md an agent is given for GEPA's candidate `body`. GEPA has no protected regions and
     rewrites the whole body, so our markers are dropped: the harness strips them before the agent reads
     the skill, and a rewrite that kept one marker of a pair would not load as a skill at all."""
-    return frontmatter + MARKER.sub("", body).strip() + "\n"
+    from skillopt.skill import strip_marker_comments  # the runner runs with PYTHONPATH at this repository
+
+    return frontmatter + strip_marker_comments(body).strip() + "\n"
 
 
 def main(job_path: str, out_path: str) -> None:

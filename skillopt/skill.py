@@ -125,6 +125,13 @@ def find_sections(body: str) -> list[Section]:
     return out
 
 
+def strip_marker_comments(body: str) -> str:
+    """`body` without skillopt's protected-region markers, paired or not (their content kept): a marker
+    alone on its line goes with the line."""
+    body = re.sub(r"^[ \t]*" + MARKER_RE.pattern + r"[ \t]*\n?", "", body, flags=re.MULTILINE)
+    return MARKER_RE.sub("", body)
+
+
 def find_protected(body: str) -> tuple[list[tuple[int, int]], str | None]:
     """Protected spans (markers included) and a problem when the markers do not pair up.
 
@@ -273,8 +280,7 @@ class Skill(BaseModel):
 
     def strip_markers(self) -> Skill:
         """The skill without skillopt's marker comments (their content kept), for export."""
-        body = re.sub(r"^[ \t]*" + MARKER_RE.pattern + r"[ \t]*\n?", "", self.body, flags=re.MULTILINE)
-        return self.with_body(MARKER_RE.sub("", body))
+        return self.with_body(strip_marker_comments(self.body))
 
     # ---- checks -------------------------------------------------------------------------------
 

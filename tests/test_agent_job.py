@@ -77,11 +77,12 @@ def test_a_gepa_rewrite_that_kept_one_protected_marker_is_still_the_skill_the_ag
     closing protected marker; written as it was, the SKILL.md did not load and GEPA lost the iteration.
     The runner writes the text without our markers, which the agent never sees anyway."""
     from perf.gepa_agent_runner import skill_text
+    from skillopt.errors import BadInput
     from skillopt.skill import Skill
 
     front = "---\nname: python-functions\ndescription: Write a Python function.\n---\n"
     half = "python block: the function the test calls.\n<!-- /skillopt:protected -->\n\n## Example 1\nstep one\n"
-    with pytest.raises(Exception, match="unpaired protected marker"):
+    with pytest.raises(BadInput, match="unpaired protected marker"):
         Skill.parse(front + half)
     skill = Skill.parse(skill_text(front, half))
     assert skill.body.strip() == "python block: the function the test calls.\n\n## Example 1\nstep one"
