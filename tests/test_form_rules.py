@@ -141,3 +141,22 @@ def test_a_number_beside_words_that_hold_a_number_is_another_answer_not_another_
     assert form_difference(_failed("a", "2008", "By 1965")) is None
     assert form_difference(_failed("b", "19th century", "3000 BC")) is None
     assert form_difference(_failed("c", "2022", "the autumn of 2017")) is None
+
+
+def test_one_label_written_for_another_is_another_answer_not_a_part_of_it():
+    """Seen in epoch 1 of a 3-epoch MRPC run: with the labels learned, the failures left wrote
+    'equivalent' where the data expected 'not_equivalent'; read as a part of the whole label, they
+    made the rule "Write the answer in full ... For example: 'not_equivalent', not 'equivalent'",
+    which the gate spent a decision on. Over a split whose answers are a closed label set, a label
+    written for another is no difference of form; a sentence written for a label still is."""
+    swapped = [_failed(t, "equivalent", "not_equivalent") for t in "ab"]
+    assert form_difference(swapped[0]) == "partial"  # no label set known: it reads as a part
+    assert form_difference(swapped[0], ["equivalent", "not_equivalent"]) is None
+    split = ["equivalent"] * 16 + ["not_equivalent"] * 8
+    state = SearchState(step=1, version=0, skill=SEED, scored=swapped, tasks={}, rejected=[], answers=split)
+    assert asyncio.run(FormRuleProposer().propose(state)).candidates == []
+    sentences = [_failed(t, "The two sentences are equivalent", "equivalent") for t in "cd"]
+    state = SearchState(step=1, version=0, skill=SEED, scored=[*swapped, *sentences], tasks={}, rejected=[],
+                        answers=split)
+    [c] = asyncio.run(FormRuleProposer().propose(state)).candidates
+    assert c.sources == ["c", "d"] and "'equivalent', not 'The two sentences are equivalent'" in c.edits[0].text

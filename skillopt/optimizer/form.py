@@ -43,12 +43,16 @@ FORMS: dict[str, str] = {
 }
 
 
-def form_difference(r: ScoredRollout) -> str | None:
+def form_difference(r: ScoredRollout, labels: Sequence[str] = ()) -> str | None:
     """How the failed rollout's final answer differs in form from an expected answer (any of the
     alternatives a reference lists with " | "), or None when it is another answer altogether, or
-    when the reply stated none (`facts.stated_answer`)."""
+    when the reply stated none (`facts.stated_answer`). `labels`: the data's closed answer set, if it
+    has one; a reply that wrote one label for another gave another answer, not another form (on MRPC
+    'equivalent' for 'not_equivalent' read as a part of the whole label, and in epoch 1 of a 3-epoch
+    run the rule "Write the answer in full ... For example: 'not_equivalent', not 'equivalent'" was
+    gated: a decision spent on telling the target to prefer one label)."""
     got = normalize_answer(stated_answer(r.output))
-    if not got:
+    if not got or got in {normalize_answer(label) for label in labels}:
         return None
     for alternative in r.reference.split(" | "):
         exp = normalize_answer(alternative)
@@ -65,11 +69,12 @@ def form_difference(r: ScoredRollout) -> str | None:
     return None
 
 
-def dominant_form(failures: Sequence[ScoredRollout], min_count: int) -> tuple[str, list[ScoredRollout]] | None:
+def dominant_form(failures: Sequence[ScoredRollout], min_count: int,
+                  labels: Sequence[str] = ()) -> tuple[str, list[ScoredRollout]] | None:
     """The difference of form most failures share, with those failures, if at least `min_count` do."""
     groups: dict[str, list[ScoredRollout]] = {}
     for r in failures:
-        kind = form_difference(r)
+        kind = form_difference(r, labels)
         if kind:
             groups.setdefault(kind, []).append(r)
     if not groups:
@@ -89,13 +94,13 @@ class FormRuleProposer:
     async def propose(self, state: SearchState) -> Proposal:
         failures = [r for r in state.scored if r.failed and not r.error]
         out = Proposal()
-        found = dominant_form(failures, self.min_count) if self.forms else None
+        labels = closed_labels(state.references())
+        found = dominant_form(failures, self.min_count, [label for label, _ in labels]) if self.forms else None
         if found is not None:
             kind, members = found
             why = f"{kind}: {len(members)} of {len(failures)} failed answers differ from the expected ones this way"
             self._add(out, state, ORIGIN, FORMS[kind], with_examples(FORMS[kind], members, self.examples), why, members)
-        labels = closed_labels(state.references()) if self.label_rule else []
-        outside = outside_labels(failures, labels) if labels else []
+        outside = outside_labels(failures, labels) if labels and self.label_rule else []
         if len(outside) >= self.min_count:
             rule = LABEL_RULE.format(labels=", ".join(f"'{label}'" for label, _ in labels))
             why = (f"labels: the train tasks' expected answers are {len(labels)} labels, and {len(outside)} of "
