@@ -100,7 +100,8 @@ def coverage_part(runs: list[dict], families: list[str]) -> list[str]:
         for e in r.get("accepted_edits", []):
             kinds[e["origin"]] = kinds.get(e["origin"], 0) + 1
     by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
-    return ["", f"Report seeds run (`ours`): {run}. No report row yet: {', '.join(missing) or 'none'}. "
+    unrun = f"No report row yet: {', '.join(missing)}. " if missing else "Every family has a report row. "
+    return ["", f"Report seeds run (`ours`): {run}. {unrun}"
             f"An interval above zero in {len(above)} of {len(families)} families ({', '.join(above) or 'none'}); "
             f"below zero in {len(below)}{' (' + ', '.join(below) + ')' if below else ''}. "
             f"Accepted edits in these rows, by kind: {by_kind}."
