@@ -354,17 +354,18 @@ def test_a_worked_example_is_the_shortest_correct_reply_that_shows_its_work_whol
 
 
 # the leakage check -------------------------------------------------------------------------------------
-def refused_run(tmp_path: Path, run_id: str, edit_text, tasks: list[dict] | None = None
-                ) -> tuple[list[dict], Path, str]:
-    """A one-epoch run whose reflections each propose one edit, `edit_text(failed task ids)`, and whose
-    target never answers right: the step's candidates, the run's folder, and its markdown report."""
+def refused_run(tmp_path: Path, run_id: str, edit_text, tasks: list[dict] | None = None, op: str = "add",
+                anchor: str = "") -> tuple[list[dict], Path, str]:
+    """A one-epoch run whose reflections each propose one edit, `edit_text(failed task ids)` (an `op`
+    at `anchor`), and whose target never answers right: the step's candidates, the run's folder, and
+    its markdown report."""
     data = write_jsonl(tmp_path / f"{run_id}.jsonl", tasks or code_tasks(16))
 
     def script(req: FakeRequest) -> FakeReply:
         if "You improve a skill" in req.last_user_text:
             failed = re.findall(r"FAILED task (item-\d+)", req.last_user_text)
             return FakeReply(text=json.dumps({"analysis": "from the failures", "edits": [
-                {"op": "add", "anchor": "", "text": edit_text(failed), "rationale": "it failed",
+                {"op": op, "anchor": anchor, "text": edit_text(failed), "rationale": "it failed",
                  "evidence": failed[:1]}]}))
         return FakeReply(text="Answer: unknown")
 
@@ -422,6 +423,27 @@ def test_a_reflection_that_says_what_the_skill_or_the_task_says_is_not_tried(tmp
     new = "Before the answer line, check each name you give against the task's own spelling."
     cands, _, _ = refused_run(tmp_path, "new", lambda failed: new)
     assert any(c["origin"] == "reflection" and c["version"] is not None for c in cands)
+
+
+@pytest.mark.parametrize("text, tried", [
+    ("End your reply with a last line of the form `Answer: <answer>`.", False),  # the protected format again
+    ("Read the task twice, reason briefly, then give the final answer.", True),  # the passage it replaces, reworded
+    ("Before the answer line, check each name you give against the task's own spelling.", True),
+])
+def test_a_reflection_that_puts_what_the_skill_says_in_place_of_a_passage_is_not_tried(tmp_path, text, tried):
+    """On HumanEval the 1.5B's reflections replaced the seed's one instruction with the protected code
+    format, and with the task's own instruction: both reached the screen. A replacement is read against
+    the skill without the passage it replaces: one the rest of the skill already says is refused before
+    any rollout; a rewording of the replaced passage, or something new, is tried."""
+    cands, run, _ = refused_run(tmp_path, "swap", lambda failed: text, op="replace",
+                                anchor="Read the task, reason briefly, then give the final answer.")
+    cands = [c for c in cands if c["origin"] == "reflection"]
+    assert cands
+    if tried:
+        assert any(c["version"] is not None for c in cands), cands
+    else:
+        assert all(c["status"] == "duplicate" and c["version"] is None for c in cands), cands
+        assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}
 
     # the task's own instructions, which every task states: no leak (shared wording), and nothing new
     shared = "Write the code in capital letters, with its dash, on the last line."

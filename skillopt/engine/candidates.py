@@ -194,11 +194,12 @@ def something_new(c: Candidate, edits: list[Edit], skill: Skill, shown: list[Tas
     says why. Not new: an added passage whose word triples are nearly all in the skill, or in the
     skill and one train task as the agent reads them together (the 1.5B added the seed's own
     sentence, the protected code format, the task's own "Write the complete code in `solution.sh`");
-    an edit nearly all in one edit tried and rejected, under any anchor (a reflection screened out
-    the step before, a rejected rule given as a reflection)."""
-    own = skill.render()
-    said = [own, *(f"{own}\n{t.prompt}" for t in shown)]
-    new = [e for e in edits if not (e.op == "add" and e.part == "body" and said_already(e.text, said))]
+    so a passage put in place of another, against the skill without the passage it replaces (on
+    HumanEval the 1.5B replaced the seed's one instruction with the protected code format in a
+    fence, and with the task's own instruction: both reached the screen); an edit nearly all in one
+    edit tried and rejected, under any anchor (a reflection screened out the step before, a rejected
+    rule given as a reflection)."""
+    new = [e for e in edits if not says_again(e, skill, shown)]
     if not new:
         c.status = "duplicate"
         c.note = f"the edit says what the skill or the task already says: {edits[0].text.strip()[:80]!r}"
@@ -208,6 +209,21 @@ def something_new(c: Candidate, edits: list[Edit], skill: Skill, shown: list[Tas
         c.status = "duplicate"
         c.note = f"the edit repeats one tried and rejected: {new[0].text.strip()[:80]!r}"
     return fresh
+
+
+def says_again(e: Edit, skill: Skill, shown: list[Task]) -> bool:
+    """The edit's new body text is nearly all in the skill, or in the skill and one of the `shown`
+    tasks; for a replace, the skill without the passage it replaces (a rewording of that passage is
+    new). A replace whose anchor is not found is left to `apply_edits` to report."""
+    if e.part != "body" or e.op == "delete":
+        return False
+    own = skill.render()
+    if e.op == "replace":
+        without = apply_edits(skill, [Edit(op="delete", anchor=e.anchor)])
+        if not without.applied:
+            return False
+        own = without.skill.render()
+    return said_already(e.text, [own, *(f"{own}\n{t.prompt}" for t in shown)])
 
 
 class Preparer:
