@@ -27,13 +27,20 @@ It writes perf/results/knowledge_headroom.json: per family and variant, the adde
 score and n, and for rule and examples the paired difference with its 95% interval, tasks won and
 lost, and which ones, and what the gate decides on the validation pairs.
 
+With `--learned`, the question is the one a 3-epoch run asks after its first accepted edit: is
+there a second edit this target gains from? The skills scored are then `learned`, the best skill
+of the suite's 3-epoch `ours` row for the family and split seed (perf/results/suite.json), and
+`second-rule`, that skill with one more bullet in its `## Rules` section (SECOND_RULES below,
+hand-written the same way, from the failures the learned skill still makes).
+
 Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs] [--seed 0] [--splits val,test]
-                                         [--variants rule,examples] [--out NAME] [--work DIR]
+                                         [--variants rule,examples] [--learned] [--out NAME] [--work DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -80,6 +87,40 @@ RULES = {
                  "false. Bash's $(( )) does whole numbers only: compute decimals with awk or bc -l and print them "
                  "in full, not rounded. Write the whole function in the ```bash block, never only the file name.",
 }
+
+
+# hand-written: what the data's labels turn on, read off the failures left under the learned label rule
+# (development split seeds 2 and 1): pairs labelled not_equivalent / not_entailment the target gave the
+# other label, where one sentence holds a fact the other lacks
+SECOND_RULES = {
+    "mrpc": "Answer 'not_equivalent' when one sentence states something the other does not: a number, a name, a "
+            "quote, a reason or an extra clause. Answer 'equivalent' only when both sentences state the same facts "
+            "in other words.",
+    "rte": "Answer 'entailment' only when the premise itself states every fact of the hypothesis; when the "
+           "hypothesis adds a fact, a number, a name or a claim the premise does not state, answer 'not_entailment'.",
+}
+
+
+def learned_skill(family: str, seed: int) -> Skill:
+    """The best skill of the suite's 3-epoch `ours` row for the family and split seed."""
+    rows = json.loads((REPO / "perf" / "results" / "suite.json").read_text())["runs"]
+    found = [r for r in rows if r["family"] == family and r["split_seed"] == seed and r["arm"] == "ours"
+             and r.get("accumulate")]
+    if not found:
+        raise SystemExit(f"perf/results/suite.json has no 3-epoch row for {family} split seed {seed}: "
+                         f"run `python perf/suite.py --families {family} --seeds {seed} --accumulate` first")
+    return Skill.parse(found[-1]["best_skill"])
+
+
+def with_bullet(skill: Skill, rule: str) -> Skill:
+    """`skill` with `rule` as the last bullet of its `## Rules` section (where the rules proposer puts one)."""
+    at = skill.body.find("\n## Rules\n")
+    if at < 0:
+        raise SystemExit(f"the skill {skill.name!r} has no '## Rules' section to add a rule to")
+    end = skill.body.find("\n## ", at + 1)
+    end = len(skill.body) if end < 0 else end
+    section = skill.body[at:end].rstrip("\n")
+    return skill.with_body(f"{skill.body[:at]}{section}\n- {rule}\n{skill.body[end:]}")
 
 
 def preset_config(family: str, seed: int) -> RunConfig:
@@ -149,14 +190,23 @@ def score(skill_file: Path, family: str, split: str, cfg: RunConfig, work: Path)
             "run_id": made[0].name, "wall_s": round(wall, 1), "argv": argv[1:]}
 
 
-def family_rows(family: str, seed: int, splits: list[str], work: Path, variants: list[str]) -> list[dict]:
+def family_rows(family: str, seed: int, splits: list[str], work: Path, variants: list[str],
+                learned: bool = False) -> list[dict]:
     cfg = preset_config(family, seed)
-    base = seed_skill(cfg)
+    if learned:
+        base = learned_skill(family, seed)
+        made = {"learned": base, "second-rule": with_bullet(base, SECOND_RULES[family])}
+        added = {"learned": "", "second-rule": f"- {SECOND_RULES[family]}"}
+        variants = list(made)
+    else:
+        base = seed_skill(cfg)
+        added = sections(family, cfg)
+        made = {v: with_section(base, x) if x else base for v, x in added.items()}
     rows, seed_hard = [], {}
-    for variant, section in sections(family, cfg).items():
+    for variant, section in added.items():
         if variant not in variants:
             continue
-        skill = with_section(base, section) if section else base
+        skill = made[variant]
         path = work / "skills" / f"{family}-{seed}" / variant / "SKILL.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(skill.render())
@@ -166,7 +216,7 @@ def family_rows(family: str, seed: int, splits: list[str], work: Path, variants:
                "hard": round(sum(hard.values()) / len(hard), 4) if hard else None, "n": len(hard),
                "errored": sum(r["errored"] for r in runs), "runs": [r["run_id"] for r in runs],
                "wall_s": round(sum(r["wall_s"] for r in runs), 1), "eval_argv": runs[0]["argv"]}
-        if variant == "seed":
+        if variant in ("seed", "learned"):
             seed_hard = hard
         else:
             row.update(versus_seed(seed_hard, hard))
@@ -213,18 +263,22 @@ def main() -> None:
     ap.add_argument("--variants", default="rule,examples", help="which additions to score beside the seed")
     ap.add_argument("--work", help="folder for the skills and runs (default: a new temporary folder)")
     ap.add_argument("--out", default="knowledge_headroom", help="result name under perf/results/")
+    ap.add_argument("--learned", action="store_true",
+                    help="score a second hand-written rule beside the best skill of the suite's 3-epoch row")
     args = ap.parse_args()
     stop_runs_on_sigterm()
     families, splits = args.families.split(","), args.splits.split(",")
-    unknown = [f for f in families if f not in RULES]
+    rules = SECOND_RULES if args.learned else RULES
+    unknown = [f for f in families if f not in rules]
     if unknown:
-        raise SystemExit(f"no rule for {unknown}: known families are {sorted(RULES)}")
+        raise SystemExit(f"no rule for {unknown}: known families are {sorted(rules)}")
     work = Path(args.work or tempfile.mkdtemp(prefix="knowledge-headroom-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     head, clean = commit(paths=("skillopt", "skills"))  # the code measured
     t0, at_start = time.perf_counter(), uptime()
     variants = ["seed", *args.variants.split(",")]
-    rows = [row for family in families for row in family_rows(family, args.seed, splits, work, variants)]
+    rows = [row for family in families
+            for row in family_rows(family, args.seed, splits, work, variants, args.learned)]
     doc = {"machine": machine(), "uptime_at_start": at_start, "uptime_at_end": uptime(),
            "command": "python perf/knowledge_headroom.py " + " ".join(sys.argv[1:]),
            "commit": head, "code_clean": clean, "target": TARGET, "work": str(work),
