@@ -158,13 +158,13 @@ def headroom_part(docs: list[dict]) -> list[str]:
     table = []
     for doc in docs:
         rows = doc["rows"]
-        seeds = {r["family"]: r for r in rows if r["variant"] == "seed"}
-        table += [[r["family"], str(r["split_seed"]), r["variant"], f"{seeds[r['family']]['hard']:.2f}",
-                   f"{r['hard']:.2f}",
+        bases = {r["family"]: r for r in rows if r["variant"] in BASES}
+        table += [[r["family"], str(r["split_seed"]), r["variant"],
+                   f"{bases[r['family']]['variant']} {bases[r['family']]['hard']:.2f}", f"{r['hard']:.2f}",
                    f"{r['delta']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]{' *' if r['ci_low'] > 0 else ''}",
-                   f"{r['won']}/{r['lost']}", str(r["n"]), _gate(r)] for r in rows if r["variant"] != "seed"]
-    head = ["family", "split seed", "skill adds", "seed skill", "with it", "difference [95% CI]", "tasks won/lost", "n",
-            "the gate on validation"]
+                   f"{r['won']}/{r['lost']}", str(r["n"]), _gate(r)] for r in rows if r["variant"] not in BASES]
+    head = ["family", "split seed", "skill adds", "skill it adds to", "with it", "difference [95% CI]",
+            "tasks won/lost", "n", "the gate on validation"]
     runs = "; ".join(f"`{d['command'].split(' --work')[0]}` (at {d['commit'][:7]})" for d in docs)
     return ["#### What a skill's text can do for the target on the knowledge families and on mbpp-bash", "",
             f"{runs}: the seed skill, and the seed skill "
@@ -172,9 +172,15 @@ def headroom_part(docs: list[dict]) -> list[str]:
             f"(development data) with {docs[0]['target']}: `rule` states the family's convention as a person who "
             "read its expected answers (for mbpp-bash, its checks' feedback) would (the best a rule edit could "
             "say), `examples` shows the first four train questions with their expected answers (for mbpp-bash, "
-            "their reference functions). * marks an interval above zero. The last column, where measured: what "
-            "the gate, set as a run sets it, decides on the validation pairs in a run's order.", "",
+            "their reference functions); `second-rule` (`--learned`) adds a second hand-written rule to the "
+            "`learned` skill, the best skill of the family's 3-epoch row of the suite, read off the failures that "
+            "skill still makes: is there a second edit for this target? * marks an interval above zero. The last "
+            "column, where measured: what the gate, set as a run sets it, decides on the validation pairs in a "
+            "run's order.", "",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(x) + " |" for x in table] + [""]
+
+
+BASES = ("seed", "learned")  # the skill a knowledge_headroom variant adds to
 
 
 def _gate(row: dict) -> str:

@@ -100,6 +100,8 @@ def test_the_unconditional_final_look_accepts_what_the_sign_test_cannot():
         for i in range(40):
             g.add(f"t{i}", 0.0, 1.0 if i < 4 else 0.0)
         assert g.decision()[:2] == verdict
+    # 4 wins of 4 never reach the sign test's final bound (5): the reason says so, not "5 wins of 4"
+    assert "no count of wins out of 4 discordant pairs accepts" in g.decision()[2], g.decision()
     assert "unconditional" in SequentialGate(SignTest(planned=4)).summary(1, 0).test
 
 

@@ -265,8 +265,11 @@ class SequentialGate:
         final = final or self.remaining == 0
         k = w + l
         if final:
-            where = (f"the final bound of {t.final_bounds(n)[k]} wins of {k} discordant ({n} pairs; "
-                     + (f"exact unconditional test, Z = {z_score(w, l):.2f})" if t.independent else "exact sign test)"))
+            bound = t.final_bounds(n)[k]
+            where = (f"the final bound of {bound} wins of {k} discordant" if bound <= k else
+                     f"any final bound: no count of wins out of {k} discordant pairs accepts")
+            where += f" ({n} pairs; " + (f"exact unconditional test, Z = {z_score(w, l):.2f})" if t.independent
+                                         else "exact sign test)")
         else:
             where = f"the interim bound of {interim_bound(k, t.interim_alpha)} wins"
         if t.accepts(w, l, final, n):
