@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ from skillopt.optimizer.sequential_test import (
     SignTest,
     final_bound,
     interim_bound,
+    pairs_to_decide,
     tail,
     unconditional_bounds,
 )
@@ -100,8 +102,23 @@ def test_the_unconditional_final_look_accepts_what_the_sign_test_cannot():
         for i in range(40):
             g.add(f"t{i}", 0.0, 1.0 if i < 4 else 0.0)
         assert g.decision()[:2] == verdict
-    # 4 wins of 4 never reach the sign test's final bound (5): the reason says so, not "5 wins of 4"
-    assert "no count of wins out of 4 discordant pairs accepts" in g.decision()[2], g.decision()
+    # 4 wins of 4 never reach the sign test's final bound (5): the reason says so, not "5 wins of 4",
+    # and how many pairs would give a candidate that did this well a fair chance (a larger split)
+    reason = g.decision()[2]
+    assert "no count of wins out of 4 discordant pairs accepts" in reason, reason
+    needed = int(re.search(r"about (\d+) pairs would give it an 80% chance to pass", reason).group(1))
+    assert needed == pairs_to_decide(4, 0, 40, 0.05) and 40 < needed < 400
+
+
+def test_the_pairs_a_candidate_would_need_shrink_as_its_lead_grows_and_none_are_named_when_it_was_not_ahead():
+    assert pairs_to_decide(8, 0, 40, 0.05) < pairs_to_decide(4, 0, 40, 0.05) < pairs_to_decide(4, 0, 80, 0.05)
+    assert pairs_to_decide(6, 2, 40, 0.05) > pairs_to_decide(6, 0, 40, 0.05)
+    assert pairs_to_decide(4, 0, 40, 0.025) > pairs_to_decide(4, 0, 40, 0.05)  # a step that gates two: alpha halved
+    assert pairs_to_decide(2, 2, 40, 0.05) is None and pairs_to_decide(1, 3, 40, 0.05) is None
+    g = SequentialGate(SignTest(planned=12, futility=0.0, curtail=False))
+    for i in range(12):
+        g.add(f"t{i}", 1.0 if i < 2 else 0.0, 1.0 if i in (0, 5) else 0.0)  # 1 win, 1 loss
+    assert g.decision()[1] == "exhausted" and "chance to pass" not in g.decision()[2]
     assert "unconditional" in SequentialGate(SignTest(planned=4)).summary(1, 0).test
 
 
