@@ -201,6 +201,35 @@ def test_a_consolidation_that_makes_no_version_says_why_in_the_run_files(tmp_pat
     assert all(e["origin"] != "consolidation" for e in accepted_edits(run))
 
 
+def test_a_skill_unchanged_since_its_last_consolidation_is_not_rewritten_again(tmp_path):
+    """In 3-epoch MRPC and RTE runs nothing was accepted after epoch 1, and epochs 2 and 3 asked the
+    1.5B to rewrite the same skill again (it wrote the same text; the optimizer call was spent each
+    time). A skill is consolidated once: a later epoch whose incumbent was already consolidated says
+    so in the run's files and makes no optimizer call."""
+    from perf.suite import consolidations
+
+    class NothingLearned(Scripted):
+        def optimizer(self, prompt: str, reflect: bool, seed: int | None = None) -> FakeReply:
+            with self.lock:
+                self.optimizer_calls.append(prompt)
+            if not reflect:  # the same words: no version to gate
+                return FakeReply(text=json.dumps({"body": prompt.split("```markdown", 1)[1].split("```", 1)[0]}))
+            return FakeReply(text=json.dumps({"analysis": "style", "edits": [
+                {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    script = NothingLearned()
+    with FakeModelServer(script) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "again", epochs="3"), cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    run = tmp_path / "runs" / "again"
+    assert sum("Rewrite the skill below" in p for p in script.optimizer_calls) == 1
+    unchanged = "the skill (v000) has not changed since it was last consolidated"
+    assert consolidations(run) == [{"epoch": 1, "decision": "none", "reason": "consolidation changed nothing"},
+                                   {"epoch": 2, "decision": "none", "reason": unchanged},
+                                   {"epoch": 3, "decision": "none", "reason": unchanged}]
+
+
 def test_a_rewrite_that_drops_the_protected_answer_format_still_makes_a_consolidation(tmp_path):
     """The embedded 1.5B, asked to copy the protected passages, dropped the answer-format block in every
     epoch of a 3-epoch RTE run, and every consolidation was discarded. The optimizer now sees a

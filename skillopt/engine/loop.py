@@ -189,6 +189,12 @@ class Trainer:
     async def consolidate_epoch(self) -> None:
         cfg, store, st = self.ctx.cfg, self.ctx.store, self.state
         skill = store.skill(st.incumbent)
+        if st.incumbent in st.consolidated:  # the same skill rewritten again: an optimizer call for a retry
+            note = f"the skill (v{st.incumbent:03d}) has not changed since it was last consolidated"
+            self.ctx.emit(Note(f"consolidate epoch {st.epoch + 1}: {note}"))
+            store.append_metric(ConsolidationMetrics(consolidate_epoch=st.epoch + 1, decision="none", reason=note))
+            return
+        st.consolidated.append(st.incumbent)
         self.ctx.runner.meter.check()
         cand, note = await consolidate(self.ctx.models, self.ctx.optimizer, skill, cfg.train.skill_token_cap,
                                        cfg.models.optimizer_max_tokens)
@@ -207,6 +213,7 @@ class Trainer:
         saved = store.update_version(v.version, status=status, val_score=decision.candidate_score)
         if decision.accepted:
             st.incumbent = st.best = v.version
+            st.consolidated.append(v.version)  # a consolidation's own text is not rewritten again
         self.ctx.emit(VersionSaved(saved, decision))
         store.append_metric(ConsolidationMetrics(
             consolidate_epoch=st.epoch + 1, version=v.version, decision="accept" if decision.accepted else "reject",

@@ -111,6 +111,7 @@ class RunState(BaseModel):
     batch_index: int = 0  # next batch within the epoch
     step: int = 0  # steps completed over the whole run
     consolidated_epochs: list[int] = Field(default_factory=list)
+    consolidated: list[int] = Field(default_factory=list)  # versions a consolidation was asked to rewrite
     incumbent: int = 0
     best: int = 0  # the selected skill: the last incumbent (every accept passed the sequential test)
     baseline_val: SplitScore | None = None
