@@ -90,7 +90,7 @@ RULES = {
 
 
 # hand-written: what the data's labels turn on, read off the failures left under the learned label rule
-# (development split seeds 2 and 1): pairs labelled not_equivalent / not_entailment the target gave the
+# (development split seed 2): pairs labelled not_equivalent / not_entailment the target gave the
 # other label, where one sentence holds a fact the other lacks
 SECOND_RULES = {
     "mrpc": "Answer 'not_equivalent' when one sentence states something the other does not: a number, a name, a "

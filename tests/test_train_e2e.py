@@ -179,6 +179,15 @@ def test_budget_stops_cleanly_and_resume_continues(tmp_path):
     assert json.loads((tmp_path / "runs" / "codes" / "summary.json").read_text())["status"] == "finished"
 
 
+def finished_run(tmp_path: Path, script: Scripted, run_id: str, epochs: str) -> Path:
+    """A run of the 16 code tasks against `script`, finished with exit 0: its folder."""
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(script) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, run_id, epochs=epochs), cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    return tmp_path / "runs" / run_id
+
+
 def test_a_consolidation_that_makes_no_version_says_why_in_the_run_files(tmp_path):
     """A rewrite that changes nothing makes no candidate and nothing to gate; its reason used to reach
     only the progress view, so a finished run (and the suite's row) could not say why an epoch's
@@ -191,11 +200,7 @@ def test_a_consolidation_that_makes_no_version_says_why_in_the_run_files(tmp_pat
                 return super().optimizer(prompt, reflect, seed)
             return FakeReply(text=json.dumps({"body": prompt.split("```markdown", 1)[1].split("```", 1)[0]}))
 
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
-    with FakeModelServer(SameBody()) as srv:
-        r = run_cli(_run_args(data, srv.openai_url, "same", epochs="1"), cwd=tmp_path, env=cli_env(tmp_path))
-    assert r.returncode == 0, r.stderr + r.stdout
-    run = tmp_path / "runs" / "same"
+    run = finished_run(tmp_path, SameBody(), "same", epochs="1")
     assert consolidations(run) == [{"epoch": 1, "decision": "none", "reason": "consolidation changed nothing"}]
     assert not (run / "consolidation").exists()
     assert all(e["origin"] != "consolidation" for e in accepted_edits(run))
@@ -217,12 +222,8 @@ def test_a_skill_unchanged_since_its_last_consolidation_is_not_rewritten_again(t
             return FakeReply(text=json.dumps({"analysis": "style", "edits": [
                 {"op": "add", "anchor": "", "text": USELESS, "rationale": "style", "evidence": []}]}))
 
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     script = NothingLearned()
-    with FakeModelServer(script) as srv:
-        r = run_cli(_run_args(data, srv.openai_url, "again", epochs="3"), cwd=tmp_path, env=cli_env(tmp_path))
-    assert r.returncode == 0, r.stderr + r.stdout
-    run = tmp_path / "runs" / "again"
+    run = finished_run(tmp_path, script, "again", epochs="3")
     assert sum("Rewrite the skill below" in p for p in script.optimizer_calls) == 1
     unchanged = "the skill (v000) has not changed since it was last consolidated"
     assert consolidations(run) == [{"epoch": 1, "decision": "none", "reason": "consolidation changed nothing"},
@@ -244,12 +245,8 @@ def test_a_rewrite_that_drops_the_protected_answer_format_still_makes_a_consolid
             self.consolidation_prompt = prompt
             return FakeReply(text=json.dumps({"body": "# Solving tasks\n\nReason briefly."}))
 
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     script = DropsIt()
-    with FakeModelServer(script) as srv:
-        r = run_cli(_run_args(data, srv.openai_url, "drops", epochs="1"), cwd=tmp_path, env=cli_env(tmp_path))
-    assert r.returncode == 0, r.stderr + r.stdout
-    run = tmp_path / "runs" / "drops"
+    run = finished_run(tmp_path, script, "drops", epochs="1")
     assert "<<KEEP 1>>" in script.consolidation_prompt and "skillopt:protected" not in script.consolidation_prompt
     [c] = consolidations(run)
     assert c["decision"] in ("accept", "reject"), c
