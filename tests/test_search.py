@@ -424,6 +424,13 @@ def test_a_reflection_that_says_what_the_skill_or_the_task_says_is_not_tried(tmp
     cands, _, _ = refused_run(tmp_path, "new", lambda failed: new)
     assert any(c["origin"] == "reflection" and c["version"] is not None for c in cands)
 
+    # the task's own instructions, which every task states: no leak (shared wording), and nothing new
+    shared = "Write the code in capital letters, with its dash, on the last line."
+    tasks = [{**t, "question": f"{t['question']} {shared}"} for t in code_tasks(16)]
+    cands, _, _ = refused_run(tmp_path, "task", lambda failed: shared, tasks)
+    cands = [c for c in cands if c["origin"] == "reflection"]
+    assert cands and all(c["status"] == "duplicate" and not c["leakage"] for c in cands)
+
 
 @pytest.mark.parametrize("text, tried", [
     ("End your reply with a last line of the form `Answer: <answer>`.", False),  # the protected format again
@@ -444,13 +451,6 @@ def test_a_reflection_that_puts_what_the_skill_says_in_place_of_a_passage_is_not
     else:
         assert all(c["status"] == "duplicate" and c["version"] is None for c in cands), cands
         assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}
-
-    # the task's own instructions, which every task states: no leak (shared wording), and nothing new
-    shared = "Write the code in capital letters, with its dash, on the last line."
-    tasks = [{**t, "question": f"{t['question']} {shared}"} for t in code_tasks(16)]
-    cands, _, _ = refused_run(tmp_path, "task", lambda failed: shared, tasks)
-    cands = [c for c in cands if c["origin"] == "reflection"]
-    assert cands and all(c["status"] == "duplicate" and not c["leakage"] for c in cands)
 
 
 def test_a_reflection_that_repeats_one_rejected_is_not_tried(tmp_path):
