@@ -146,7 +146,8 @@ def accumulation_part(runs: list[dict]) -> list[str]:
         done = "; ".join(f"epoch {c['epoch']} {c['decision']}" + (f" ({c['reason']})" if c["reason"] else "")
                          for c in r.get("consolidations", []))
         train = r.get("train_size", 8)  # rows from before ACCUMULATE_TRAIN trained on the quick preset's 8
-        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} ({train} train tasks, n={n} test): "
+        out.append(f"- {r['family']}, split seed {r['split_seed']}, {r['arm']} ({train} train tasks, "
+                   f"{r.get('val_size', 40)} validation, n={n} test): "
                    + " -> ".join(steps)
                    + (f"; consolidation: {done}" if done else ""))
     return out
