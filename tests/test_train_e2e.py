@@ -231,6 +231,35 @@ def test_a_skill_unchanged_since_its_last_consolidation_is_not_rewritten_again(t
                                    {"epoch": 3, "decision": "none", "reason": unchanged}]
 
 
+def test_a_run_whose_validation_split_was_too_small_for_an_edit_says_how_many_pairs_it_needs(tmp_path):
+    """On development split seed 2 a second MRPC rule won 4 and lost 0 of the 40 validation pairs and
+    was rejected (p = 0.0625): the gate's reason held the hint, but the run's summary said only
+    "rejected". A rule that helps 3 of the 8 validation tasks and hurts none ends "exhausted"; the
+    summary names it and the pairs it would need, and the final table says so."""
+    from skillopt.benchmarks import get_benchmark
+    from skillopt.benchmarks.base import SplitSizes
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    bench = get_benchmark(data, SplitSizes(seed=0, train=4, val=8, test=4))
+    helped = {t.id for t in bench.tasks("train")} | {t.id for t in bench.tasks("val")[:3]}
+
+    class HelpsFew(Scripted):
+        def target(self, req: FakeRequest) -> FakeReply:
+            m = re.search(r"item (\d+)", req.last_user_text)
+            if RULE in req.system and m and f"item-{int(m.group(1)):02d}" in helped:
+                return FakeReply(text=f"Answer: ZETA-{m.group(1)}")
+            return FakeReply(text="I do not know the code.\nAnswer: unknown")
+
+    with FakeModelServer(HelpsFew()) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "few"), cwd=tmp_path, env=cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr + r.stdout
+    summary = json.loads((tmp_path / "runs" / "few" / "summary.json").read_text())
+    u = summary["closest_undecided"]
+    assert (u["wins"], u["losses"], u["pairs"]) == (3, 0, 8) and u["pairs_needed"] > 8
+    assert summary["versions"]["best"] == 0
+    assert f"undecided: v{u['version']:03d}" in r.stdout and f"about {u['pairs_needed']} pairs" in r.stdout
+
+
 def test_a_rewrite_that_drops_the_protected_answer_format_still_makes_a_consolidation(tmp_path):
     """The embedded 1.5B, asked to copy the protected passages, dropped the answer-format block in every
     epoch of a 3-epoch RTE run, and every consolidation was discarded. The optimizer now sees a

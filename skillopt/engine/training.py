@@ -29,10 +29,12 @@ from skillopt.engine.usage import record_calls, recorded_usage
 from skillopt.errors import BadInput, BudgetExceeded, RunFailed, ScorerFailed
 from skillopt.models import ProviderEnv, replay
 from skillopt.models.spec import parse_model_spec
+from skillopt.optimizer.sequential_test import pairs_to_decide
+from skillopt.record import Candidate
 from skillopt.skill import Skill
 from skillopt.stats import PairedLift, paired_lift
 from skillopt.store.layout import RunPaths
-from skillopt.store.schema import RolloutRecord, RunState, RunSummary, now
+from skillopt.store.schema import RolloutRecord, RunState, RunSummary, Undecided, now
 from skillopt.store.scores import latest_per_trial
 from skillopt.io.redact import masked_paths, redact
 from skillopt.store.run_store import RunStore, check_run_id, new_run_id
@@ -263,6 +265,21 @@ def _test_lift(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str
     return paired_lift(per_task(seed, metric), per_task(best, metric))
 
 
+def closest_undecided(gated: list[Candidate]) -> Undecided | None:
+    """Of the candidates that ended ahead after every validation pair without passing ("exhausted"),
+    the one that needs the fewest pairs to pass at its rates: the edit a larger split could decide.
+    A 3-epoch run's second edit is often such a one (perf/suite.py ACCUMULATE_VAL)."""
+    short = [(need, c) for c in gated if c.gate and c.gate.stop == "exhausted" and c.version is not None
+             and (need := pairs_to_decide(c.gate.wins, c.gate.losses, c.gate.evaluated, c.gate.alpha or 0.05))]
+    if not short:
+        return None
+    need, c = min(short, key=lambda x: x[0])
+    g = c.gate
+    assert g is not None and c.version is not None
+    return Undecided(version=c.version, origin=c.origin, wins=g.wins, losses=g.losses, pairs=g.evaluated,
+                     pairs_needed=need)
+
+
 def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> RunSummary:
     st, store, cfg = trainer.state, trainer.ctx.store, trainer.ctx.cfg
     versions = store.versions()
@@ -276,8 +293,10 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     lift = _test_lift(records[("seed", "test")], records[("best", "test")], cfg.gate.metric)
     candidates: dict[str, int] = {}
     decisions = val_rollouts = accepted_edits = rejected_edits = 0
+    gated = []
     for n in range(1, st.step + 2):
         for c in store.read_candidates(n):
+            gated += [c] if c.gate is not None else []
             candidates[c.status] = candidates.get(c.status, 0) + 1
             if c.gate is not None:
                 decisions += 1
@@ -295,5 +314,5 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
         candidates_accepted=sum(v.status == "accepted" for v in versions),
         candidates_rejected=sum(v.status in ("rejected", "screened-out") for v in versions),
         edits_accepted=accepted_edits, edits_rejected=rejected_edits,
-        steps=st.step, stop_reason=st.stop_reason, meter=trainer.ctx.runner.meter.snapshot(), started_at=started,
+        steps=st.step, stop_reason=st.stop_reason, closest_undecided=closest_undecided(gated), meter=trainer.ctx.runner.meter.snapshot(), started_at=started,
     )

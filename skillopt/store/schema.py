@@ -124,6 +124,18 @@ class RunState(BaseModel):
     updated_at: float = Field(default_factory=now)
 
 
+class Undecided(BaseModel):
+    """The candidate that came closest to acceptance without a decision: ahead after every validation
+    pair, short of the gate's bound (`sequential_test.pairs_to_decide` sizes the split it would need)."""
+
+    version: int
+    origin: str
+    wins: int
+    losses: int
+    pairs: int
+    pairs_needed: int
+
+
 class RunSummary(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -147,6 +159,7 @@ class RunSummary(BaseModel):
     candidates_rejected: int = 0
     steps: int = 0
     stop_reason: str | None = None
+    closest_undecided: Undecided | None = None  # an edit the validation split was too small to decide
     meter: MeterSnapshot = Field(default_factory=MeterSnapshot)
     started_at: float = 0.0
     finished_at: float = Field(default_factory=now)
