@@ -374,6 +374,29 @@ def test_a_rule_the_skill_has_or_a_counted_fact_is_refused_and_another_condition
 
 
 
+def test_a_rule_that_rearranges_the_words_of_one_the_skill_has_is_a_repeat_and_one_new_word_is_not():
+    """A 3-epoch MRPC run (report split seed 109, 120 validation tasks) accepted the label rule at step 1;
+    the 1.5B then restated it three times in other word orders, out of reach of the word triples, and
+    the gate spent 138 validation rollouts on them (each lost). Words of logic are a rule's own."""
+    from skillopt.optimizer.rules import repeats
+
+    have = ("The agent should answer 'equivalent' when the two sentences provide the same information, and "
+            "'not_equivalent' when the information is different. For example: 'equivalent', not 'The relation "
+            "between...'.")
+    for again in ("If the two sentences provide the same information, then the agent should answer 'equivalent'. "
+                  "If the information is different, then the agent should answer 'not_equivalent'. For example, "
+                  "'equivalent', not 'The relation between...'.",
+                  "When answering 'not_equivalent', make sure the information in the two sentences is different.",
+                  "When answering 'equivalent', make sure the two sentences provide the same information, and when "
+                  "answering 'not_equivalent', make sure the information is different."):
+        assert repeats(again, [have]), again
+    for new in ("Answer 'not_equivalent' when one sentence states something the other does not, such as a "
+                "number or a name.",
+                "Answer 'not_equivalent' unless the two sentences provide the same information.",
+                "Answer 'equivalent' only when the two sentences provide the same information."):
+        assert not repeats(new, [have]), new
+
+
 def test_the_draw_check_refuses_a_repeat_and_a_fact_and_keeps_a_new_condition():
     from skillopt.optimizer.rules import Ask, Cluster, refusal
 

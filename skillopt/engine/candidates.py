@@ -29,7 +29,7 @@ from skillopt.optimizer.lessons import LessonProposer
 from skillopt.optimizer.leakage import LeakageCheck, LeakFinding
 from skillopt.optimizer.pool import MergeProposer
 from skillopt.optimizer.propose import Proposal, Proposer, ReflectionProposer, SearchState, dedupe
-from skillopt.optimizer.rules import RuleProposer, repeats, said_already, split_quotes
+from skillopt.optimizer.rules import RuleProposer, adds_no_word, repeats, said_already, split_quotes
 from skillopt.optimizer.reply_shape import ShapeProposer, Shapes
 from skillopt.optimizer.template import LEARNED, template
 from skillopt.record import Candidate
@@ -196,7 +196,8 @@ def something_new(c: Candidate, edits: list[Edit], skill: Skill, shown: list[Tas
     sentence, the protected code format, the task's own "Write the complete code in `solution.sh`");
     so a passage put in place of another, against the skill without the passage it replaces (on
     HumanEval the 1.5B replaced the seed's one instruction with the protected code format in a
-    fence, and with the task's own instruction: both reached the screen); an edit nearly all in one
+    fence, and with the task's own instruction: both reached the screen); a passage with no word of
+    its own, the skill's words rearranged (`rules.adds_no_word`); an edit nearly all in one
     edit tried and rejected, under any anchor (a reflection screened out the step before, a rejected
     rule given as a reflection)."""
     new = [e for e in edits if not says_again(e, skill, shown)]
@@ -223,7 +224,7 @@ def says_again(e: Edit, skill: Skill, shown: list[Task]) -> bool:
         if not without.applied:
             return False
         own = without.skill.render()
-    return said_already(e.text, [own, *(f"{own}\n{t.prompt}" for t in shown)])
+    return said_already(e.text, [own, *(f"{own}\n{t.prompt}" for t in shown)]) or adds_no_word(e.text, [own])
 
 
 class Preparer:
