@@ -199,6 +199,29 @@ def test_failures_cluster_by_what_went_wrong():
         ("answer-present", ["a", "d"]), ("no-answer", ["c"]), ("wrong", ["b"])]  # passes and errors apart
 
 
+def test_one_label_written_for_another_is_its_own_cluster_and_the_optimizer_is_asked_when_each_applies():
+    """In 3-epoch MRPC runs, once the label rule was accepted, the failures left wrote one label for
+    the other. They were clustered as `wrong` (asked for "the ONE change ... what form or how many
+    words the answer takes") or, 'not_equivalent' holding 'equivalent', as `answer-present` (asked to
+    "look at how and where the answer is written"), and the 1.5B restated the label rule in five of
+    five later rules. With the data's labels known they are `wrong-label`: the question is what in the
+    tasks tells the labels apart."""
+    from skillopt.prompts import render
+    from skillopt.optimizer.rules import reply_tail
+
+    labels = ["equivalent", "not_equivalent"]
+    rs = [_scored("a", "Answer: not_equivalent", "equivalent"),
+          _scored("b", "The sentences match.\nAnswer: equivalent", "not_equivalent"),
+          _scored("c", "Answer: They say the same thing.", "equivalent")]
+    assert [failure_kind(r, labels) for r in rs] == ["wrong-label", "wrong-label", "no-label"]
+    assert [failure_kind(r) for r in rs[:2]] == ["answer-present", "wrong"]  # without the labels, as before
+    prompt = render("rules.md.j2", skill_text="s", kind="wrong-label", failures=rs[:2], passes=[], tail=reply_tail,
+                    rules=[], rejected=[], labels=labels, facts=[], code=False)
+    assert "The agent knows the labels; it does not know when each one" in prompt
+    assert "what the failed tasks have that the solved ones do not" in prompt
+    assert "Find the ONE change" not in prompt and "how and where the answer is written" not in prompt
+
+
 def test_a_sentence_written_where_the_data_wants_a_short_phrase_is_its_own_cluster_and_quoted_by_its_start():
     """SQuAD's spans: the target wrote a sentence about something else where a few words were expected.
     That is no difference of form the quotes could show word by word; what to show is the short

@@ -10,6 +10,10 @@ to the skill's "Rules" section: an incremental playbook in the manner of ACE, ne
 Failures are clustered first, by what went wrong in a way any scorer shows:
 - `no-label`: the data answers every task with one of a few labels (the train split's closed answer
   set, `facts.closed_labels`) and the reply's answer was none of them: the labels are what to learn;
+- `wrong-label`: the reply's answer was one of those labels and the data expected another: the agent
+  knows the labels, not when each applies (on MRPC, once the label rule was accepted, the failures
+  left were these; shown as `wrong` or, "not_equivalent" holding "equivalent", as `answer-present`,
+  the 1.5B restated the label rule in five of five later rules);
 - `answer-present`: the expected answer is in the reply but was not accepted (its form or place);
 - `no-answer`: the scorer found no answer (or no code), or the reply was empty;
 - `long-answer`: the expected answer is a short phrase (a few words, not a number) and the reply's
@@ -59,7 +63,8 @@ MAX_RULE_CHARS = 300
 SHOWN_FAILURES = 6  # failures shown per call
 SHOWN_PASSES = 2
 REPLY_TAIL = 300  # characters of a reply shown: its end, where the answer is
-KINDS = ("no-label", "answer-present", "no-answer", "long-answer", "undefined", "error", "timeout", "wrong")
+KINDS = ("no-label", "wrong-label", "answer-present", "no-answer", "long-answer", "undefined", "error", "timeout",
+         "wrong")
 SHORT_ANSWER_WORDS = 4  # an expected answer of at most this many words is a short phrase (`long-answer`)
 LONG_ANSWER_WORDS = 5  # a stated answer of at least this many words, and 3 more than expected, is a sentence
 LABEL_QUOTE_WORDS = 3  # words of a failed reply quoted beside its label: enough to show a sentence, too few to
@@ -148,6 +153,8 @@ def failure_kind(r: ScoredRollout, labels: Sequence[str] = ()) -> str:
     known = {normalize_text(label) for label in labels}
     if normalize_text(r.reference) in known and normalize_text(stated_answer(r.output)) not in known:
         return "no-label"
+    if normalize_text(r.reference) in known:  # one of the labels written for another: when each applies
+        return "wrong-label"
     out, ref = normalize_answer(r.output), normalize_answer(r.reference)
     if not out or "no answer" in r.feedback.lower() or "empty" in r.feedback.lower():
         return "no-answer"
