@@ -268,7 +268,7 @@ def _test_lift(seed: list[RolloutRecord], best: list[RolloutRecord], metric: str
 def closest_undecided(gated: list[Candidate]) -> Undecided | None:
     """Of the candidates that ended ahead after every validation pair without passing ("exhausted"),
     the one that needs the fewest pairs to pass at its rates: the edit a larger split could decide.
-    A 3-epoch run's second edit is often such a one (perf/suite.py ACCUMULATE_VAL)."""
+    On development split seed 2 a second MRPC rule was such a one (perf/suite.py ACCUMULATE_VAL)."""
     short = [(need, c) for c in gated if c.gate and c.gate.stop == "exhausted" and c.version is not None
              and (need := pairs_to_decide(c.gate.wins, c.gate.losses, c.gate.evaluated, c.gate.alpha or 0.05))]
     if not short:
@@ -293,12 +293,12 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
     lift = _test_lift(records[("seed", "test")], records[("best", "test")], cfg.gate.metric)
     candidates: dict[str, int] = {}
     decisions = val_rollouts = accepted_edits = rejected_edits = 0
-    gated = []
+    gated: list[Candidate] = []
     for n in range(1, st.step + 2):
         for c in store.read_candidates(n):
-            gated += [c] if c.gate is not None else []
             candidates[c.status] = candidates.get(c.status, 0) + 1
             if c.gate is not None:
+                gated.append(c)
                 decisions += 1
                 val_rollouts += c.gate.rollouts
                 if c.status == "accepted":
@@ -314,5 +314,6 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
         candidates_accepted=sum(v.status == "accepted" for v in versions),
         candidates_rejected=sum(v.status in ("rejected", "screened-out") for v in versions),
         edits_accepted=accepted_edits, edits_rejected=rejected_edits,
-        steps=st.step, stop_reason=st.stop_reason, closest_undecided=closest_undecided(gated), meter=trainer.ctx.runner.meter.snapshot(), started_at=started,
+        steps=st.step, stop_reason=st.stop_reason, closest_undecided=closest_undecided(gated),
+        meter=trainer.ctx.runner.meter.snapshot(), started_at=started,
     )
