@@ -399,8 +399,8 @@ def test_a_rule_the_skill_has_or_a_counted_fact_is_refused_and_another_condition
 
 def test_a_rule_that_rearranges_the_words_of_one_the_skill_has_is_a_repeat_and_one_new_word_is_not():
     """A 3-epoch MRPC run (report split seed 109, 120 validation tasks) accepted the label rule at step 1;
-    the 1.5B then restated it three times in other word orders, out of reach of the word triples, and
-    the gate spent 138 validation rollouts on them (each lost). Words of logic are a rule's own."""
+    the 1.5B then restated it four times in other word orders, out of reach of the word triples, and
+    the gate spent 182 validation rollouts on them (each lost). Words of logic are a rule's own."""
     from skillopt.optimizer.rules import repeats
 
     have = ("The agent should answer 'equivalent' when the two sentences provide the same information, and "

@@ -420,7 +420,7 @@ def test_a_reflection_that_says_what_the_skill_or_the_task_says_is_not_tried(tmp
     assert {v["version"] for v in load(run, "skills/index.jsonl")} == {0}  # nothing stored or rolled out
     assert "the edit says what the skill or the task already says" in report
 
-    # the skill's own words in another order (MRPC: the accepted rule restated three times, each gated)
+    # the skill's own words in another order (MRPC: the accepted rule restated four times, each gated)
     cands, _, _ = refused_run(tmp_path, "reordered", lambda failed: "Give the final answer briefly, then read "
                                                                   "the task and reason.")
     cands = [c for c in cands if c["origin"] == "reflection"]

@@ -269,15 +269,16 @@ def closest_undecided(gated: list[Candidate]) -> Undecided | None:
     """Of the candidates that ended ahead after every validation pair without passing ("exhausted"),
     the one that needs the fewest pairs to pass at its rates: the edit a larger split could decide.
     On development split seed 2 a second MRPC rule was such a one (perf/suite.py ACCUMULATE_VAL)."""
-    short = [(need, c) for c in gated if c.gate and c.gate.stop == "exhausted" and c.version is not None
-             and (need := pairs_to_decide(c.gate.wins, c.gate.losses, c.gate.evaluated, c.gate.alpha or 0.05))]
-    if not short:
-        return None
-    need, c = min(short, key=lambda x: x[0])
-    g = c.gate
-    assert g is not None and c.version is not None
-    return Undecided(version=c.version, origin=c.origin, wins=g.wins, losses=g.losses, pairs=g.evaluated,
-                     pairs_needed=need)
+    closest = None
+    for c in gated:
+        g = c.gate
+        if g is None or g.stop != "exhausted" or c.version is None:
+            continue
+        need = pairs_to_decide(g.wins, g.losses, g.evaluated, g.alpha or 0.05)
+        if need and (closest is None or need < closest.pairs_needed):
+            closest = Undecided(version=c.version, origin=c.origin, wins=g.wins, losses=g.losses, pairs=g.evaluated,
+                                pairs_needed=need)
+    return closest
 
 
 def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> RunSummary:

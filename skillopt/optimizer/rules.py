@@ -342,7 +342,9 @@ def repeats(rule: str, earlier: Sequence[str]) -> bool:
     has or one tried and rejected: in the later epochs of a 3-epoch RTE run the 1.5B wrote the
     skill's own rule again, and the gate spent a decision on a skill that said it twice. A rule that
     shares an opening ("The agent should answer 'not_entailment' when the hypothesis ...") and states
-    another condition is no repeat."""
+    another condition is no repeat. The word check reads the whole rule, its quotes too: the 1.5B
+    copies the skill's "For example: 'equivalent', not ..." into its own rule after a comma, where
+    `split_quotes` does not cut it (MRPC report seed 109)."""
     return (said_already(split_quotes(rule)[0], [split_quotes(x)[0] for x in earlier])
             or adds_no_word(rule, earlier))
 
@@ -353,7 +355,7 @@ def repeats(rule: str, earlier: Sequence[str]) -> bool:
 FILLER = frozenset(_stem(w) for w in """a an the this that these those it its they them their there here
     and or but if then so as of to in on at by for with from into about is are be been being was were
     do does did can could should would will shall may might must agent you your make sure please
-    when whenever while which who what how e g eg i.e""".split())
+    when whenever while which who what how e g eg""".split())
 
 
 def adds_no_word(text: str, said: Sequence[str]) -> bool:
