@@ -429,3 +429,72 @@ def test_the_draw_check_refuses_a_repeat_and_a_fact_and_keeps_a_new_condition():
     assert "repeats one the skill has" in refusal(have, ask)
     assert "a counted fact" in refusal("a different answer altogether (no word in common)", ask)
     assert refusal("Answer 'not_entailment' when the hypothesis names a date the premise never gives.", ask) is None
+
+
+def _sentences(tid: str, first: str, reply: str, reference: str) -> ScoredRollout:
+    prompt = f"Sentence 1: {first}\nSentence 2: The two agree.\n\nWhat is the relation between the two sentences?"
+    return ScoredRollout(task_id=tid, prompt=prompt, reference=reference, output=reply, hard=float(reply.endswith(
+        reference)), soft=0.0, feedback="", summary="", error=None)
+
+
+def test_a_rule_that_names_a_task_it_was_shown_is_refused_and_a_labels_condition_is_not():
+    """The rules prompt says a rule that copies names or numbers of its tasks is rejected: the 1.5B
+    wrote "such as 'HAINAN PROVINCE'" (MRPC, development split seed 2) and "the word 'Jer'" (MRPC, report
+    split seed 110), words of one train task that a new task will not have. Quoted words every shown
+    task has ('Sentence 1'), a label, or a lower-case cue word are no name; code quotes its language's
+    capitalised words ('True') and is not checked."""
+    from skillopt.optimizer.rules import Ask, Cluster, names_a_task, refusal
+
+    labels = ("equivalent", "not_equivalent")
+    shown = (_sentences("a", "HAINAN PROVINCE , China is less than 40 miles away .", "Answer: equivalent",
+                        "not_equivalent"),
+             _sentences("b", "Jeremy 's a good guy , Barber said .", "Answer: equivalent", "not_equivalent"),
+             _sentences("c", "Shares did not fall .", "Answer: not_equivalent", "not_equivalent"))
+    ask = Ask("prompt", Cluster("wrong-label", shown[:2]), shown[:2], labels, (), (), tuple(r.prompt for r in shown))
+    for named, rule in (("HAINAN PROVINCE", "If the first sentence mentions a place, such as 'HAINAN PROVINCE', and "
+                                            "the second does not, answer 'not_equivalent'."),
+                        ("Jer", "When a sentence has the word 'Jer', answer 'not_equivalent'."),
+                        ("40", "Answer 'not_equivalent' when one sentence gives a number, such as '40', the other "
+                               "does not.")):
+        assert named in refusal(rule, ask) and "a name or number of the tasks" in refusal(rule, ask)
+    for rule in ("Answer 'not_equivalent' when one sentence says 'not' and the other does not.",
+                 "Answer 'equivalent' only when 'Sentence 1' and 'Sentence 2' state the same facts.",
+                 "Answer 'not_equivalent' when one sentence names a place or a number the other does not."):
+        assert refusal(rule, ask) is None, rule
+    code = (ScoredRollout(task_id="f", prompt="Write is_even.\nassert is_even(2) == True", reference="",
+                          output="def is_even(n): return 1", hard=0.0, soft=0.0, feedback="", summary=""),)
+    rule = "Return 'True' or 'False', never a number."
+    assert names_a_task(rule, [code[0].prompt, "Write f.\nassert f(1) == 2"]) == "True"  # a name by its form,
+    code_ask = Ask("prompt", Cluster("wrong", code), code, (), (), (), (code[0].prompt,))
+    assert refusal(rule, code_ask) is None  # but code is not checked
+
+
+async def test_a_rejected_worked_example_is_not_shown_to_the_rules_call_as_a_rule_tried():
+    """The rules prompt lists the rules tried and rejected, each cut to 200 characters. A rejected
+    worked example is a train task, not a rule: listed, its cut ended in "Jer" (its task's "Jeremy"),
+    and the 1.5B wrote five rules about "the word 'Jer'" (MRPC, report split seed 110)."""
+    from skillopt.edits import Edit
+    from skillopt.models import Meter, Models, ProviderEnv
+    from skillopt.models.spec import parse_model_spec
+    from skillopt.optimizer.propose import SearchState
+    from skillopt.optimizer.rules import RuleProposer
+
+    seen: list[str] = []
+
+    def optimizer(req: FakeRequest) -> FakeReply:
+        seen.append(req.last_user_text)
+        return FakeReply(text=json.dumps({"pattern": "p", "rule": "Answer 'not_equivalent' when one sentence states "
+                                                                  "something the other does not."}))
+
+    skill = Skill.parse("---\nname: s\ndescription: d\n---\n\n# S\n\nRead the task.\n")
+    failed = [_sentences(t, f"Item {t} was sold .", "Answer: equivalent", "not_equivalent") for t in "abc"]
+    rejected = [Edit(op="add", anchor=None, text="## Worked example\n\nReply the way this example does.\n\nTask:\n"
+                                                 "Sentence 1: Jeremy 's a good guy , Barber said ."),
+                Edit(op="add", anchor="Rules", text="- Answer 'equivalent' when both sentences name one person.")]
+    state = SearchState(step=2, version=1, skill=skill, scored=failed, tasks={}, rejected=rejected)
+    with FakeModelServer(optimizer) as srv:
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        got = await RuleProposer(Models(env=ProviderEnv(), meter=Meter()), spec, count=1).propose(state)
+    assert len(got.candidates) == 1 and len(seen) == 1
+    assert "Answer 'equivalent' when both sentences name one person." in seen[0]  # a rule tried is listed
+    assert "Worked example" not in seen[0] and "Jeremy" not in seen[0]

@@ -257,12 +257,13 @@ class RuleProposer:
                    labels: Sequence[str] = (), counted: Sequence[str] = ()) -> tuple[list[Reflection], Edit | None]:
         shown = _window(cluster.failures, k)
         rules = rules_in(state.skill)
-        rejected = [e.text for e in state.rejected if e.text.strip()][-8:]
+        rejected = [e.text for e in state.rejected if e.text.strip() and not quotes_tasks(e.text)][-8:]
         facts = [*counted, *counted_facts(cluster.failures)]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
                         passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules, rejected=rejected,
                         labels=list(labels), facts=facts, code=not any(r.reference.strip() for r in shown))
-        ask = Ask(prompt, cluster, tuple(shown), tuple(labels), tuple(facts), (*rules, *rejected))
+        ask = Ask(prompt, cluster, tuple(shown), tuple(labels), tuple(facts), (*rules, *rejected),
+                  tuple(r.prompt for r in (*shown, *passes[:SHOWN_PASSES])))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         drawn: list[Reflection] = []
         for redraw in range(self.redraws + 1):
@@ -310,6 +311,17 @@ class Ask:
     labels: tuple[str, ...]  # the train split's closed answer set, if any
     facts: tuple[str, ...]  # the counted facts the prompt shows
     earlier: tuple[str, ...]  # rules the skill has, and rules tried and rejected
+    seen: tuple[str, ...] = ()  # the prompts of the tasks the prompt shows, failed and solved
+
+
+def quotes_tasks(text: str) -> bool:
+    """An edit that is a section of train tasks (a worked example, examples of expected answers), not a
+    rule: never shown to the rules call as a rule tried and rejected. Cut to its first 200 characters
+    there, a rejected worked example on MRPC ended in "Jer", the start of its task's "Jeremy", and the
+    1.5B wrote five rules about "the word 'Jer'" (report split seed 110)."""
+    from skillopt.optimizer import answers, demonstrate  # demonstrate imports this module (through reply_shape)
+
+    return text.lstrip().startswith(tuple(f"## {s}" for s in (demonstrate.SECTION, answers.SECTION)))
 
 
 def refusal(rule: str, ask: Ask) -> str | None:
@@ -324,6 +336,33 @@ def refusal(rule: str, ask: Ask) -> str | None:
         return f"the rule is a counted fact, not an instruction: {rule[:120]}"
     if repeats(rule, ask.earlier):
         return f"the rule repeats one the skill has or one tried and rejected: {rule[:120]}"
+    if any(r.reference.strip() for r in ask.shown):  # code quotes its language's capitalised words ('True')
+        named = names_a_task(rule, ask.seen, ask.labels)
+        if named:
+            return f"the rule names {named!r}, a name or number of the tasks it was shown: {rule[:120]}"
+    return None
+
+
+_QUOTED = re.compile(r"(?<!\w)(['\"])([^'\"\n]{1,80}?)\1(?!\w)")
+
+
+def names_a_task(rule: str, prompts: Sequence[str], allowed: Sequence[str] = ()) -> str | None:
+    """A passage the rule quotes (before the answers it quotes, `split_quotes`) that is a name or a
+    number of the tasks it was shown: each of its words capitalised or holding a digit, and the start
+    of a word of one of `prompts` that not all of them have (words every prompt has are the data's
+    frame: 'Sentence 1'). A label (`allowed`) is no name. The rules prompt says a rule that copies the
+    tasks' names or numbers is rejected; the 1.5B wrote "such as 'HAINAN PROVINCE'" (MRPC, development
+    split seed 2) and "the word 'Jer'", the start of a train task's "Jeremy" (report split seed 110):
+    words a new task will not have."""
+    frame = set.intersection(*(set(re.findall(r"\w+", p)) for p in prompts)) if len(prompts) > 1 else set()
+    known = " ".join(allowed).lower()
+    for _, quoted in _QUOTED.findall(split_quotes(rule)[0]):
+        words = re.findall(r"[^\W_]+", quoted)
+        if not words or quoted.lower() in known:
+            continue
+        if all((w[0].isupper() or any(c.isdigit() for c in w)) and w not in frame
+               and any(re.search(rf"\b{re.escape(w)}", p) for p in prompts) for w in words):
+            return quoted
     return None
 
 
