@@ -413,6 +413,13 @@ def test_a_rule_that_rearranges_the_words_of_one_the_skill_has_is_a_repeat_and_o
                   "When answering 'equivalent', make sure the two sentences provide the same information, and when "
                   "answering 'not_equivalent', make sure the information is different."):
         assert repeats(again, [have]), again
+    # MRPC report seed 111: half of the accepted rule, in other forms of its words ("differ", "structures")
+    have_111 = ("The agent should answer 'equivalent' if the sentences are exactly the same in content and structure. "
+                "If they are different in content or structure, the agent should answer 'not_equivalent'.")
+    for again in ("When the sentences differ in structure or content, the agent should answer 'not_equivalent'.",
+                  "When the sentences have different structures or content, the agent should answer 'not_equivalent'."):
+        assert repeats(again, [have_111]), again
+    assert not repeats("When the sentences are about different topics, answer 'not_equivalent'.", [have_111])
     for new in ("Answer 'not_equivalent' when one sentence states something the other does not, such as a "
                 "number or a name.",
                 "Answer 'not_equivalent' unless the two sentences provide the same information.",
