@@ -439,9 +439,9 @@ def test_the_draw_check_refuses_a_repeat_and_a_fact_and_keeps_a_new_condition():
 
 
 def _sentences(tid: str, first: str, reply: str, reference: str) -> ScoredRollout:
+    """`_scored` with an MRPC-like prompt whose first sentence is `first`."""
     prompt = f"Sentence 1: {first}\nSentence 2: The two agree.\n\nWhat is the relation between the two sentences?"
-    return ScoredRollout(task_id=tid, prompt=prompt, reference=reference, output=reply, hard=float(reply.endswith(
-        reference)), soft=0.0, feedback="", summary="", error=None)
+    return _scored(tid, reply, reference, hard=float(reply.endswith(reference))).model_copy(update={"prompt": prompt})
 
 
 def test_a_rule_that_names_a_task_it_was_shown_is_refused_and_a_labels_condition_is_not():
@@ -468,8 +468,8 @@ def test_a_rule_that_names_a_task_it_was_shown_is_refused_and_a_labels_condition
                  "Answer 'equivalent' only when 'Sentence 1' and 'Sentence 2' state the same facts.",
                  "Answer 'not_equivalent' when one sentence names a place or a number the other does not."):
         assert refusal(rule, ask) is None, rule
-    code = (ScoredRollout(task_id="f", prompt="Write is_even.\nassert is_even(2) == True", reference="",
-                          output="def is_even(n): return 1", hard=0.0, soft=0.0, feedback="", summary=""),)
+    code = (_scored("f", "def is_even(n): return 1", "").model_copy(
+        update={"prompt": "Write is_even.\nassert is_even(2) == True"}),)
     rule = "Return 'True' or 'False', never a number."
     assert names_a_task(rule, [code[0].prompt, "Write f.\nassert f(1) == 2"]) == "True"  # a name by its form,
     code_ask = Ask("prompt", Cluster("wrong", code), code, (), (), (), (code[0].prompt,))

@@ -262,11 +262,12 @@ class RuleProposer:
         rules = rules_in(state.skill)
         rejected = [e.text for e in state.rejected if e.text.strip() and not quotes_tasks(e.text)][-8:]
         facts = [*counted, *counted_facts(cluster.failures)]
+        contrast = passes[:SHOWN_PASSES]
         prompt = render("rules.md.j2", skill_text=state.skill.render(), kind=cluster.kind, failures=shown,
-                        passes=passes[:SHOWN_PASSES], tail=reply_tail, rules=rules, rejected=rejected,
+                        passes=contrast, tail=reply_tail, rules=rules, rejected=rejected,
                         labels=list(labels), facts=facts, code=not any(r.reference.strip() for r in shown))
         ask = Ask(prompt, cluster, tuple(shown), tuple(labels), tuple(facts), (*rules, *rejected),
-                  tuple(r.prompt for r in (*shown, *passes[:SHOWN_PASSES])))
+                  tuple(r.prompt for r in (*shown, *contrast)))
         sample = k if len(cluster.failures) <= SHOWN_FAILURES * k else 0  # same failures again: another draw
         drawn: list[Reflection] = []
         for redraw in range(self.redraws + 1):
