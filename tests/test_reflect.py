@@ -77,6 +77,31 @@ async def test_reflect_sends_the_narrowed_schema_and_lists_the_anchors():
     assert '"anchor" of a "replace" or "delete" is one of: "Read the problem twice."' in req.last_user_text
 
 
+async def test_a_rejected_worked_example_is_not_listed_to_the_reflection_call_as_an_edit_tried():
+    """The reflection prompt lists the edits tried and rejected, each cut to 200 characters, so that
+    none is proposed again. A worked example is a train task, not an edit to avoid: cut, it ended in a
+    name's first letters ("Jer" of "Jeremy") and the 1.5B wrote edits about that word (MRPC, split 110)."""
+    from skillopt.edits import Edit
+
+    seen: list[str] = []
+
+    def script(req: FakeRequest) -> FakeReply:
+        seen.append(req.last_user_text)
+        edit = {"op": "add", "anchor": "", "text": "Check the units."}
+        return FakeReply(text=json.dumps({"analysis": "units", "edits": [edit]}))
+
+    rejected = [Edit(op="add", text="## Worked example\n\nReply the way this example does.\n\nTask:\nJeremy sold 3."),
+                Edit(op="add", text="## Examples of expected answers\n\nHow many did Jeremy sell?\nAnswer: 3"),
+                Edit(op="add", anchor="Solving", text="Write the units after every number.")]
+    with FakeModelServer(script) as srv:
+        models = Models(env=ProviderEnv(), meter=Meter())
+        spec = parse_model_spec(f"openai-compatible:opt@{srv.openai_url}")
+        out = await reflect(models, spec, SKILL, [FAILED], [], rejected, max_edits=1)
+    assert out.error is None and len(seen) == 1
+    assert "Write the units after every number." in seen[0]  # an edit tried is listed
+    assert "Worked example" not in seen[0] and "Jeremy" not in seen[0]
+
+
 async def test_the_chat_target_sees_the_skill_without_markers():
     seen: list[FakeRequest] = []
 

@@ -23,11 +23,11 @@ from skillopt.benchmarks.base import Task
 from skillopt.benchmarks.qa import ANSWER_FORMAT
 from skillopt.edits import Edit
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.reflect import anchor_before_protected
+from skillopt.optimizer.reflect import EXPECTED_ANSWERS, anchor_before_protected
 from skillopt.record import Candidate, Reflection
 
 ORIGIN = "answer-examples"
-SECTION = "Examples of expected answers"
+SECTION = EXPECTED_ANSWERS
 SCORERS = ("exact", "f1")  # the scorers of short text answers
 MAX_ANSWER_WORDS = 12  # a longer expected answer is a passage, not a convention to show
 

@@ -25,14 +25,14 @@ from skillopt.models.router import Models
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import ChatRequest, Message
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.reflect import section_edit
+from skillopt.optimizer.reflect import WORKED_EXAMPLE, section_edit
 from skillopt.optimizer.reply_shape import Shapes
 from skillopt.optimizer.template import LEARNED, WORKING_FIRST, Template
 from skillopt.prompts import chat_system
 from skillopt.record import Candidate, Reflection
 from skillopt.skill import Skill
 
-SECTION = "Worked example"
+SECTION = WORKED_EXAMPLE
 MAX_TASK_CHARS = 700
 MAX_REPLY_CHARS = 1200  # a longer reply is not made an example (it is never cut)
 # failed train tasks the teacher solves per step, at once: the target copies the example's length,

@@ -31,6 +31,10 @@ def make_minibatches(scored: Sequence[ScoredRollout], size: int, successes_per_b
     return batches
 
 
+# The sections two proposers write out of train tasks (demonstrate.py, answers.py): they quote tasks
+WORKED_EXAMPLE = "Worked example"
+EXPECTED_ANSWERS = "Examples of expected answers"
+
 MAX_EDIT_CHARS = 800  # one edit's text: a bounded edit, a rule or two, not a rewrite
 
 # Each reflection of a step looks at its failures from another angle (the way PromptBreeder varies
@@ -89,6 +93,14 @@ def anchor_before_protected(skill: Skill) -> str | None:
     return best
 
 
+def quotes_tasks(text: str) -> bool:
+    """An edit that is a section of train tasks (a worked example, examples of expected answers), not a
+    rule: never listed to the rules or the reflection call as an edit tried and rejected. Cut to its first
+    200 characters there, a rejected worked example on MRPC ended in "Jer", the start of its task's
+    "Jeremy", and the 1.5B wrote five rules about "the word 'Jer'" (report split seed 110)."""
+    return text.lstrip().startswith((f"## {WORKED_EXAMPLE}", f"## {EXPECTED_ANSWERS}"))
+
+
 def reply_schema(skill: Skill, max_edits: int) -> dict:
     """The reply's JSON schema narrowed to this skill: an `add` anchors on anything that exists, a
     `replace` / `delete` only on what holds no protected region; 1..`max_edits` edits. Servers that
@@ -125,8 +137,9 @@ async def reflect(models: Models, spec: ModelSpec, skill: Skill, failures: list[
     it come with what their checks said, counted (`facts.checked_facts`): the output of a failed test
     is long and each failure's alone says little; counted over the minibatch, a pattern is plain.
     `labels`: the step's closed answer set, when it has one (`facts.label_facts`)."""
+    tried = [e for e in rejected if not quotes_tasks(e.text)][-10:]
     prompt = render("reflect.md.j2", skill_text=skill.render(), failures=failures, successes=successes,
-                    rejected=list(rejected)[-10:], max_edits=max_edits, anchors=anchor_choices(skill),
+                    rejected=tried, max_edits=max_edits, anchors=anchor_choices(skill),
                     editable=anchor_choices(skill, editable=True), focus=focus, facts=checked_facts(failures),
                     labels=list(labels))
     if sample:

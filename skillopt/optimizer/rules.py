@@ -52,7 +52,7 @@ from skillopt.optimizer.facts import (
     check_kind, closed_labels, counted_facts, is_numeric, label_facts, normalize_answer, stated_answer,
 )
 from skillopt.optimizer.propose import Proposal, SearchState
-from skillopt.optimizer.reflect import anchor_before_protected
+from skillopt.optimizer.reflect import anchor_before_protected, quotes_tasks
 from skillopt.optimizer.types import ScoredRollout, bounded_schema
 from skillopt.prompts import render
 from skillopt.record import Candidate, Reflection
@@ -316,16 +316,6 @@ class Ask:
     facts: tuple[str, ...]  # the counted facts the prompt shows
     earlier: tuple[str, ...]  # rules the skill has, and rules tried and rejected
     seen: tuple[str, ...] = ()  # the prompts of the tasks the prompt shows, failed and solved
-
-
-def quotes_tasks(text: str) -> bool:
-    """An edit that is a section of train tasks (a worked example, examples of expected answers), not a
-    rule: never shown to the rules call as a rule tried and rejected. Cut to its first 200 characters
-    there, a rejected worked example on MRPC ended in "Jer", the start of its task's "Jeremy", and the
-    1.5B wrote five rules about "the word 'Jer'" (report split seed 110)."""
-    from skillopt.optimizer import answers, demonstrate  # demonstrate imports this module (through reply_shape)
-
-    return text.lstrip().startswith(tuple(f"## {s}" for s in (demonstrate.SECTION, answers.SECTION)))
 
 
 def refusal(rule: str, ask: Ask) -> str | None:
