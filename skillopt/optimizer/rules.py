@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+import snowballstemmer
 from pydantic import BaseModel, Field
 
 from skillopt.benchmarks.scorers import normalize_text
@@ -90,14 +91,14 @@ def _words(text: str) -> list[str]:
     return [_stem(w) for w in re.findall(r"[a-z0-9']+", text.lower())]
 
 
+_STEMMER = snowballstemmer.stemmer("english")  # Porter's English stemmer, as Snowball maintains it
+
+
 def _stem(word: str) -> str:
     """The word without its ending: "copying" and "copy", "structures" and "structure", "different" and
     "differ" alike (on MRPC report seed 111 the 1.5B restated its accepted rule "... If they are
     different in content or structure ..." as "When the sentences differ in structure ...")."""
-    for ends in (("ing", "ed", "es", "s"), ("e",), ("enc", "ent")):
-        end = next((e for e in ends if word.endswith(e) and len(word) - len(e) >= 3), "")
-        word = word[: len(word) - len(end)]
-    return word
+    return _STEMMER.stemWord(word)
 
 
 _PROMPT_GRAMS: dict[tuple[str, int, str], frozenset[tuple[str, ...]]] = {}
