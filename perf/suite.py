@@ -174,9 +174,11 @@ def versions_on_test(run: Path, root: Path) -> list[dict]:
     """Each accepted version of a finished run scored on the sealed test split after the run, with
     the run's own settings (`skillopt eval --skill RUN:vN`): how the skill accumulated. These
     scores are never used to select anything. A version's kind is its accepted candidate's origin
-    (a step's candidates.json), or how it was made ("seed", "consolidate epoch N")."""
+    (a step's candidates.json), or how it was made ("seed", "consolidate epoch N"). `by_task`: its
+    per-task scores, so that each version is paired with the one before it on the same tasks."""
     import skillopt
     from skillopt.store.run_store import RunStore
+    from skillopt.store.scores import per_task
 
     kinds = {c["version"]: c["origin"] for f in sorted((run / "steps").glob("*/candidates.json"))
              for c in json.loads(f.read_text()) if c.get("version") is not None}
@@ -190,7 +192,8 @@ def versions_on_test(run: Path, root: Path) -> list[dict]:
         except Exception as e:  # noqa: BLE001 - recorded in the row, the suite goes on
             out.append({**row, "error": str(e)[-300:]})
             continue
-        out.append({**row, "test_hard": result.score.hard, "n": result.score.n})
+        out.append({**row, "test_hard": result.score.hard, "n": result.score.n,
+                    "by_task": per_task(result.records, "hard")})
     return out
 
 

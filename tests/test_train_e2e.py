@@ -298,3 +298,24 @@ def test_the_placeholder_puts_a_protected_passage_back_where_the_rewrite_left_it
     assert kept == f"# Solving\n\nAnswer.\n\n## Answer format\n{passages[0]}\n\n## Rules\n\n- One.\n"
     copied = restore_protected(f"# Solving\n\n{passages[0]}\n<<KEEP 1>>\n<<KEEP 7>>", passages, False)
     assert copied.count(passages[0]) == 1 and "KEEP" not in copied
+
+
+def test_each_accepted_version_is_scored_on_test_and_paired_with_the_one_before(tmp_path, monkeypatch):
+    """perf/suite.py's 3-epoch rows score every accepted version on test after the run. A version's score
+    alone does not say whether its edit helped on the same tasks: each keeps its per-task scores, and the
+    README's line pairs it with the version before (the one paired interval the suite uses everywhere)."""
+    from perf.readme_suite import accumulation_part
+    from perf.suite import versions_on_test
+
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(Scripted()) as srv:
+        r = run_cli(_run_args(data, srv.openai_url, "codes"), cwd=tmp_path, env=cli_env(tmp_path))
+        assert r.returncode == 0, r.stderr + r.stdout
+        monkeypatch.chdir(tmp_path)
+        versions = versions_on_test(tmp_path / "runs" / "codes", tmp_path)
+    assert [v["origin"] for v in versions][0] == "seed" and len(versions) >= 2
+    assert all("error" not in v and len(v["by_task"]) == v["n"] == 4 for v in versions)
+    assert set(versions[0]["by_task"].values()) == {0.0} and set(versions[-1]["by_task"].values()) == {1.0}
+    row = {"family": "codes", "split_seed": 0, "arm": "ours", "accumulate": True, "versions_on_test": versions}
+    (line,) = [x for x in accumulation_part([row]) if x.startswith("- codes")]
+    assert "v0 seed 0.000 -> " in line and "(+1.000 [+0.168, +1.000] *, 4/0 over the version before)" in line
