@@ -39,7 +39,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import snowballstemmer
 from pydantic import BaseModel, Field
@@ -94,6 +94,7 @@ def _words(text: str) -> list[str]:
 _STEMMER = snowballstemmer.stemmer("english")  # Porter's English stemmer, as Snowball maintains it
 
 
+@lru_cache(maxsize=1 << 16)  # Snowball costs about 13 us a word, 11 times the suffix list it replaced
 def _stem(word: str) -> str:
     """The word without its ending: "copying" and "copy", "structures" and "structure", "different" and
     "differ" alike (on MRPC report seed 111 the 1.5B restated its accepted rule "... If they are
