@@ -210,3 +210,32 @@ async def test_one_shell_complaint_about_two_tasks_is_counted_once_with_what_it_
     (said,) = [f for f in check_facts(scored) if f.startswith("the shell said")]
     assert said.startswith("the shell said: '...: syntax error: invalid arithmetic operator' in 2 of 2 (on '0.5 * ")
     assert "'1.5 * 2'" in said and "line" not in said
+
+
+def test_the_seed_skill_s_code_format_does_not_echo_the_task_s_file_instruction():
+    """The seed's protected code format once read "Reply with the complete code in one ```bash block",
+    four-word runs of the task's own last paragraph ("Write the complete code in `solution.sh` ... or
+    reply with it in one ```bash block"). Under it the 1.5B replied with a block holding only
+    `solution.sh` on 19-21 of 60 test tasks (development split seeds 0 and 1,
+    perf/results/skill_variants-mbpp-bash.json), and protected text is out of the optimizer's reach."""
+    from skillopt.config import PRESETS, resolve_config
+    from skillopt.engine.setup import seed_skill
+    from skillopt.optimizer.rules import word_grams
+    from skillopt.skill import find_protected
+
+    skill = seed_skill(resolve_config(PRESETS["quick"], {"benchmark": "mbpp-bash"}))
+    spans, problem = find_protected(skill.body)
+    assert problem is None and spans
+    protected = " ".join(skill.body[a:b] for a, b in spans)
+    assert not word_grams(protected, 4) & word_grams(BASH.answer_line, 4)
+    old = "Reply with the complete code in one ```bash block: the function with the name the test calls."
+    assert word_grams(old, 4) & word_grams(BASH.answer_line, 4)  # the check sees the old wording's echo
+
+
+def test_a_reply_holding_only_the_file_name_is_counted_and_a_function_is_not():
+    from perf.skill_variants import names_a_file_only
+
+    assert names_a_file_only("```bash\nsolution.sh\n```")
+    assert names_a_file_only("```\nsolution.sh\n```\n")
+    assert not names_a_file_only("```bash\nsolution() {\n  echo 1\n}\n```")
+    assert not names_a_file_only(fenced("double() { echo $(( $1 * 2 )); }"))
