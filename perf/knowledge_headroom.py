@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,13 +220,20 @@ def family_rows(family: str, seed: int, splits: list[str], work: Path, variants:
         if variant in ("seed", "learned"):
             seed_hard = hard
         else:
-            row.update(versus_seed(seed_hard, hard))
-            if "val" in splits:
-                row.update(gate_verdict(seed_hard, hard, family, cfg))
+            row.update(against(seed_hard, hard, family, cfg, splits))
         rows.append(row)
         print(f"{family} {variant}: hard {row['hard']} n={row['n']} errored={row['errored']} "
               f"{row.get('delta', '')} [{row.get('ci_low', '')}, {row.get('ci_high', '')}]", flush=True)
     return rows
+
+
+def against(base: dict[str, float], variant: dict[str, float], family: str, cfg: RunConfig, splits: list[str]) -> dict:
+    """The variant paired against the base on their common tasks, and the gate's verdict when
+    validation tasks were scored."""
+    out = versus_seed(base, variant)
+    if "val" in splits:
+        out.update(gate_verdict(base, variant, family, cfg))
+    return out
 
 
 def gate_verdict(seed: dict[str, float], variant: dict[str, float], family: str, cfg: RunConfig) -> dict:
@@ -274,16 +282,22 @@ def main() -> None:
         raise SystemExit(f"no rule for {unknown}: known families are {sorted(rules)}")
     work = Path(args.work or tempfile.mkdtemp(prefix="knowledge-headroom-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    head, clean = commit(paths=("skillopt", "skills"))  # the code measured
-    t0, at_start = time.perf_counter(), uptime()
     variants = ["seed", *args.variants.split(",")]
-    rows = [row for family in families
-            for row in family_rows(family, args.seed, splits, work, variants, args.learned)]
+    measure(args.out, work, lambda: [row for family in families
+                                     for row in family_rows(family, args.seed, splits, work, variants, args.learned)])
+
+
+def measure(out: str, work: Path, rows: Callable[[], list[dict]]) -> None:
+    """Make the rows and write them as perf/results/`out`.json, with the commit of the code measured
+    (skillopt/ and skills/), the machine, its load before and after, and the command."""
+    head, clean = commit(paths=("skillopt", "skills"))
+    t0, at_start = time.perf_counter(), uptime()
+    made = rows()
     doc = {"machine": machine(), "uptime_at_start": at_start, "uptime_at_end": uptime(),
-           "command": "python perf/knowledge_headroom.py " + " ".join(sys.argv[1:]),
+           "command": f"python perf/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:]),
            "commit": head, "code_clean": clean, "target": TARGET, "work": str(work),
-           "wall_s": round(time.perf_counter() - t0, 1), "rows": rows}
-    print(f"wrote {write_result(args.out, doc)}")
+           "wall_s": round(time.perf_counter() - t0, 1), "rows": made}
+    print(f"wrote {write_result(out, doc)}")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perf.common import commit, machine, stop_runs_on_sigterm, uptime, write_result  # noqa: E402
-from perf.knowledge_headroom import TARGET, gate_verdict, preset_config, score, versus_seed  # noqa: E402
+from perf.common import stop_runs_on_sigterm  # noqa: E402
+from perf.knowledge_headroom import against, measure, preset_config, score  # noqa: E402
 from skillopt.store.run_store import RunStore  # noqa: E402
 
 
@@ -64,9 +63,7 @@ def rows_for(family: str, seed: int, skills: list[Path], splits: list[str], work
             base = hard
         else:
             row["versus"] = shown(skills[0])
-            row.update(versus_seed(base, hard))
-            if "val" in splits:
-                row.update(gate_verdict(base, hard, family, cfg))
+            row.update(against(base, hard, family, cfg, splits))
         rows.append(row)
         print(f"{family} {seed} {shown(skill)}: hard {row['hard']} n={row['n']} file-name {row['file_name_replies']} "
               f"{row.get('delta', '')} [{row.get('ci_low', '')}, {row.get('ci_high', '')}]", flush=True)
@@ -89,16 +86,9 @@ def main() -> None:
         raise SystemExit(f"--skills needs two or more SKILL.md files that exist (missing: {missing})")
     work = Path(args.work or tempfile.mkdtemp(prefix="skill-variants-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    head, clean = commit(paths=("skillopt", "skills"))
-    t0, at_start = time.perf_counter(), uptime()
-    rows = [row for seed in (int(s) for s in args.seeds.split(","))
-            for row in rows_for(args.family, seed, skills, args.splits.split(","), work)]
-    doc = {"machine": machine(), "uptime_at_start": at_start, "uptime_at_end": uptime(),
-           "command": "python perf/skill_variants.py " + " ".join(sys.argv[1:]),
-           "commit": head, "code_clean": clean, "target": TARGET, "work": str(work),
-           "wall_s": round(time.perf_counter() - t0, 1), "rows": rows}
-    print(f"wrote {write_result(args.out, doc)}")
-
+    seeds, splits = [int(s) for s in args.seeds.split(",")], args.splits.split(",")
+    measure(args.out, work,
+            lambda: [row for seed in seeds for row in rows_for(args.family, seed, skills, splits, work)])
 
 if __name__ == "__main__":
     main()
