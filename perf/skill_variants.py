@@ -27,13 +27,17 @@ sys.path.insert(0, str(REPO))
 
 from perf.common import stop_runs_on_sigterm  # noqa: E402
 from perf.knowledge_headroom import against, measure, preset_config, score  # noqa: E402
+from skillopt.benchmarks.code import LANGUAGES  # noqa: E402
 from skillopt.store.run_store import RunStore  # noqa: E402
+
+
+FILE_NAMES = {lang.solution_file for lang in LANGUAGES.values()}  # the files a code task says to write
 
 
 def names_a_file_only(reply: str) -> bool:
     """The reply is a code block holding only the name of the file the task says to write."""
     lines = [x.strip() for x in reply.strip().splitlines() if not x.strip().startswith("```")]
-    return len(lines) == 1 and lines[0].startswith("solution.")
+    return len(lines) == 1 and lines[0] in FILE_NAMES
 
 
 def file_name_replies(run_dirs: list[Path]) -> int:
@@ -89,6 +93,7 @@ def main() -> None:
     seeds, splits = [int(s) for s in args.seeds.split(",")], args.splits.split(",")
     measure(args.out, work,
             lambda: [row for seed in seeds for row in rows_for(args.family, seed, skills, splits, work)])
+
 
 if __name__ == "__main__":
     main()

@@ -216,7 +216,7 @@ def test_the_seed_skill_s_code_format_does_not_echo_the_task_s_file_instruction(
     """The seed's protected code format once read "Reply with the complete code in one ```bash block",
     four-word runs of the task's own last paragraph ("Write the complete code in `solution.sh` ... or
     reply with it in one ```bash block"). Under it the 1.5B replied with a block holding only
-    `solution.sh` on 19-21 of 60 test tasks (development split seeds 0 and 1,
+    `solution.sh` on 18-21 of 60 test tasks (development split seeds 0 and 1,
     perf/results/skill_variants-mbpp-bash.json), and protected text is out of the optimizer's reach."""
     from skillopt.config import PRESETS, resolve_config
     from skillopt.engine.setup import seed_skill
@@ -237,5 +237,7 @@ def test_a_reply_holding_only_the_file_name_is_counted_and_a_function_is_not():
 
     assert names_a_file_only("```bash\nsolution.sh\n```")
     assert names_a_file_only("```\nsolution.sh\n```\n")
+    assert names_a_file_only("```python\nsolution.py\n```")
+    assert not names_a_file_only("```\nsolution.txt\n```")  # the names the code tasks say, no other
     assert not names_a_file_only("```bash\nsolution() {\n  echo 1\n}\n```")
     assert not names_a_file_only(fenced("double() { echo $(( $1 * 2 )); }"))
