@@ -75,7 +75,7 @@ def suite_part(doc: dict) -> list[str]:
         rows = [_row(r, len(commits) > 1) for r in runs]
         out += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)] + ["| " + " | ".join(x) + " |" for x in rows]
         quoted = [(r["family"], r["split_seed"], r["arm"], e) for r in runs for e in r.get("accepted_edits", [])
-                  if e["origin"] in ("rules", "form-rule", "label-rule", "reflection", "shape", "lesson", "merge", "ablation")]
+                  if e["origin"] in WORDED]
         if quoted:
             out += ["", "What the accepted reflection and rule edits say:", ""]
             for fam, seed, arm, e in quoted:
@@ -86,6 +86,10 @@ def suite_part(doc: dict) -> list[str]:
         out += accumulation_part(runs)
         out.append("")
     return out
+
+
+# the accepted edits whose words are the optimizer's (or a rule's fixed wording): quoted under the table
+WORDED = ("rules", "form-rule", "label-rule", "reflection", "revision", "shape", "lesson", "merge", "ablation")
 
 
 def coverage_part(runs: list[dict], families: list[str]) -> list[str]:

@@ -106,6 +106,8 @@ ARMS: dict[str, list[str]] = {
     "label-rule": [*METHOD, "train.label_rule=true"],  # code names the closed answer set in a rule (optimizer/form.py)
     # short-answer train questions shown with their expected answers (optimizer/answers.py)
     "answer-examples": [*METHOD, "train.answer_examples=4"],
+    # edits the screen turned down, written again from the target's replies under them (optimizer/revise.py)
+    "revise": [*METHOD, "train.revisions_per_step=2"],
 }
 
 

@@ -100,6 +100,11 @@ class TrainConfig(_Frozen):
     # answers the data expects, failed ones first, as one candidate (optimizer/answers.py; no optimizer
     # call). Off (0) until the development suite's `answer-examples` arm shows it pays
     answer_examples: Annotated[int, Field(ge=0)] = 0
+    # a second draw of an edit the screen turned down (optimizer/revise.py): per step, up to this many of the
+    # optimizer's own edits (reflection, rule, lesson) are written again with the target's replies under them
+    # beside its replies without them, then prepared and screened as a candidate of their own (origin
+    # "revision"). Off (0) until the development suite's `revise` arm shows it pays
+    revisions_per_step: Annotated[int, Field(ge=0)] = 0
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/rollout_cache.py); False: run them again
     seed_cache: bool = True

@@ -135,9 +135,10 @@ class ScreenResult(BaseModel):
 # "lesson": what a failed reply missed, written from it beside a reply that solved the task (lessons.py)
 # "shell-rule": where an agent's commands run, in fixed wording, when it sent Python to the shell (optimizer/agent.py)
 # "label-rule": the closed label set of the expected answers named in a fixed sentence (optimizer/form.py)
+# "revision": an edit its screen turned down, written again from the target's replies under it (revise.py)
 Origin = Literal["reflection", "rules", "demonstration", "merge", "ablation", "consolidation", "description",
                  "trajectory-reflection", "procedure", "trajectory-demonstration", "teacher-example", "form-rule",
-                 "shape", "lesson", "answer-examples", "label-rule", "shell-rule"]
+                 "shape", "lesson", "answer-examples", "label-rule", "shell-rule", "revision"]
 CandidateStatus = Literal["proposed", "leaked", "no-instruction", "not-applied", "over-cap", "duplicate",
                           "screened-out", "not-gated", "accepted", "rejected"]
 

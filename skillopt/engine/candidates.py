@@ -46,7 +46,7 @@ RULES = ("rules", "form-rule")  # a rule, then the answers it quotes from its ow
 WORKED = ("demonstration", "trajectory-demonstration", "teacher-example", "answer-examples")
 # an edit of these must say something in words: the optimizer is asked for an instruction, and a small one
 # often replies with the code or command it saw fail (`import cmath`, `export PATH=...`, a fenced `pytest`)
-INSTRUCTED = ("reflection", "trajectory-reflection")
+INSTRUCTED = ("reflection", "trajectory-reflection", "revision")
 _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE = re.compile(r"`[^`\n]*`")
 _CALL = re.compile(r"^[\w.]+\(.*\)\s*:?$")  # `encode_list(data):`, a def header without its `def`

@@ -190,11 +190,18 @@ async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, task
         per_task=[TaskComparison(task_id=p.task_id, incumbent=p.incumbent, candidate=p.candidate) for p in pairs])
 
 
+@dataclass(frozen=True)
+class Screened:
+    result: ScreenResult
+    pairs: list[tuple[RolloutRecord, RolloutRecord]]  # (incumbent's, candidate's) rollout of each compared task
+
+
 async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incumbent: dict[str, RolloutRecord],
                  metric: str, trial: int = 0, trigger_weight: float = 0.0,
-                 aimed: Callable[[RolloutRecord], bool] | None = None) -> ScreenResult:
+                 aimed: Callable[[RolloutRecord], bool] | None = None) -> Screened:
     """The candidate on `tasks` against the incumbent's records there (this step's train rollouts);
-    `aimed`: whether a rollout shows the failure the candidate aims at, counted on both sides."""
+    `aimed`: whether a rollout shows the failure the candidate aims at, counted on both sides. The
+    compared rollouts come back with the result: a revision reads them (optimizer/revise.py)."""
     before = runner.executed
     records = await runner.run_many(cand.skill, cand.version, tasks, "train", 1, first_trial=trial)
     ids, a, b, errored, changed = [], [], [], 0, 0
@@ -211,8 +218,8 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
         pairs.append((base, r))
     counts = {} if aimed is None else {"aimed_incumbent": sum(aimed(x) for x, _ in pairs),
                                        "aimed_candidate": sum(aimed(y) for _, y in pairs)}
-    return ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=changed, errored=errored,
-                        rollouts=runner.executed - before, **counts)
+    return Screened(ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=changed, errored=errored,
+                                 rollouts=runner.executed - before, **counts), pairs)
 
 
 def _reply(r: RolloutRecord) -> str:

@@ -6,6 +6,7 @@ best screened ones. Consolidation at the end of each epoch; test once at the end
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass, replace
 
@@ -23,8 +24,10 @@ from skillopt.optimizer.consolidate import consolidate
 from skillopt.optimizer.facts import closed_labels
 from skillopt.optimizer.schedule import make_schedule
 from skillopt.optimizer.propose import SearchState
+from skillopt.optimizer.reflect import quotes_tasks
+from skillopt.optimizer.revise import REVISABLE, revise
 from skillopt.optimizer.types import ScoredRollout
-from skillopt.record import Candidate, GateDecision
+from skillopt.record import Candidate, GateDecision, Reflection
 from skillopt.skill import Skill
 from skillopt.store.schema import (
     ConsolidationMetrics, RolloutRecord, RunState, SplitScore, StepBatch, StepMetrics, per_task,
@@ -118,25 +121,33 @@ class Trainer:
         for c in candidates:
             self.preparer.prepare(c, skill, list(by_id.values()), self.labels, rejected)
         incumbent_train = {r.task_id: r for r in records}
+        screened: dict[str, list[tuple[RolloutRecord, RolloutRecord]]] = {}
         for c in candidates:
             if c.status == "proposed":
-                await self.screen(c, incumbent_train, by_id)
+                screened[c.id] = await self.screen(c, incumbent_train, by_id)
+        revised, revisions = await self.revise(search, candidates, screened, incumbent_train)
+        candidates += revised
+        if revisions:
+            store.write_reflections(n, [*proposal.reflections, *revisions])
         decision = await self.gate_candidates(n, skill, candidates)
         store.write_candidates(n, candidates)
         self.finish_step(n, lr, records, candidates, decision)
 
-    async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord], tasks: dict[str, Task]) -> None:
+    async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord],
+                     tasks: dict[str, Task]) -> list[tuple[RolloutRecord, RolloutRecord]]:
+        """The candidate's screen; the (incumbent's, candidate's) rollouts it compared."""
         if not self.ctx.cfg.train.screen:
-            return
+            return []
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
         self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
 
         def aimed(r: RolloutRecord) -> bool:  # the rollout shows the failure the candidate's edits aim at
             return shows(c.aim, stored_trajectory(self.ctx.store, r, tasks[r.task_id]))
 
-        c.screen = await screen(self.ctx.runner, Side(c.stored_version, self.ctx.store.skill(c.stored_version)),
+        screened = await screen(self.ctx.runner, Side(c.stored_version, self.ctx.store.skill(c.stored_version)),
                                 source, incumbent, self.ctx.cfg.gate.metric,
                                 trigger_weight=self.ctx.cfg.gate.trigger_weight, aimed=aimed if c.aim else None)
+        c.screen = screened.result
         if not c.screen.passed:
             c.status = "screened-out"
             c.note = f"screen: {sum(c.screen.candidate):g} vs {sum(c.screen.incumbent):g} on {len(c.screen.tasks)} train tasks"
@@ -145,6 +156,43 @@ class Trainer:
             v = self.ctx.store.update_version(c.stored_version, status="screened-out")
             self.state.ledger.record(c.edits, accepted=False)
             self.ctx.emit(VersionSaved(v, None))
+        return screened.pairs
+
+    async def revise(self, search: SearchState, candidates: list[Candidate],
+                     screened: dict[str, list[tuple[RolloutRecord, RolloutRecord]]],
+                     incumbent: dict[str, RolloutRecord]) -> tuple[list[Candidate], list[Reflection]]:
+        """A second draw of up to `train.revisions_per_step` edits their screen turned down, the optimizer
+        shown what the target wrote under each (optimizer/revise.py); those that came closest first. Each
+        is a candidate of its own (origin `revision`) on the same tasks, prepared and screened as usual."""
+        cfg = self.ctx.cfg
+        tried = [c for c in candidates if c.status == "screened-out" and c.origin in REVISABLE and screened.get(c.id)]
+        tried.sort(key=lambda c: (-c.screen.gain, -c.screen.changed) if c.screen else (0.0, 0))  # closest first
+        tried = tried[: cfg.train.revisions_per_step]
+        if not tried:
+            return [], []
+        self.ctx.runner.meter.check()
+        self.ctx.emit(PhaseStarted("revisions", len(tried)))
+        rejected = [e.text for e in self.state.ledger.rejected if not quotes_tasks(e.text)]
+        calls = [revise(self.ctx.models, self.ctx.optimizer, search.skill, c.edits,
+                        [(self.scored(b, search.tasks[b.task_id]), self.scored(a, search.tasks[a.task_id]))
+                         for a, b in screened[c.id]],
+                        rejected, search.max_edits, cfg.models.optimizer_max_tokens, cfg.models.optimizer_temperature,
+                        labels=self.labels if cfg.train.label_facts else ())
+                 for c in tried]
+        reflections = list(await asyncio.gather(*calls))
+        out = []
+        for c, r in zip(tried, reflections):
+            if not r.edits:
+                continue
+            new = Candidate(id=f"{c.id}-r", step=search.step, origin="revision", parent=search.version,
+                            edits=r.edits, rationale=f"revises {c.id}: {r.analysis}", sources=list(c.screen.tasks))
+            # the edit it revises was tried and rejected: the same said again is nothing new
+            self.preparer.prepare(new, search.skill, list(search.tasks.values()), self.labels,
+                                  [*rejected, *(e.text for e in c.edits)])
+            if new.status == "proposed":
+                await self.screen(new, incumbent, search.tasks)
+            out.append(new)
+        return out, reflections
 
     async def gate_candidates(self, n: int, skill: Skill, candidates: list[Candidate]) -> GateDecision | None:
         ready = [c for c in candidates if c.status == "proposed"]

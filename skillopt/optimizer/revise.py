@@ -1,0 +1,65 @@
+"""A second look at an edit its screen turned down: the optimizer reads what the target wrote under it.
+
+The screen (engine/gating.py) tries a candidate on the train tasks it was written for. When it scores
+no more there, the edit is usually dropped for good. But the rollouts the screen paid for say why:
+the target ignored the edit (its reply did not change), followed it and still missed (the edit asked
+for the wrong thing), or followed half of it. A proposer writing from the failures alone never sees
+that; here the optimizer is shown the edit, and for each of its tasks the reply with the edit beside
+the reply without it, the expected answer and the scorer's feedback, and writes the edit again.
+
+The revision is a candidate like any other (origin `revision`): it must say something in words and
+something new (not the tried edit again, `engine.candidates.something_new`), pass the leakage check,
+then the screen on the same tasks, then the gate. GEPA's reflective mutation reads a candidate's
+minibatch outcomes the same way; the difference here is that it is asked only of an edit that was
+screened out, with the failed attempt beside the one before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from skillopt.edits import Edit
+from skillopt.models.router import Models, StructuredFailure
+from skillopt.models.spec import ModelSpec
+from skillopt.models.types import Message
+from skillopt.optimizer.reflect import anchor_choices, reply_schema
+from skillopt.optimizer.types import ReflectionReply, ScoredRollout
+from skillopt.prompts import render
+from skillopt.record import Reflection
+from skillopt.skill import Skill
+
+# origins whose edits are the optimizer's own words, and so worth a second draw from their screen
+REVISABLE = ("reflection", "rules", "lesson", "trajectory-reflection")
+PROMPT_CHARS = 800  # a task's head, as shown: the pairs are twice the replies of a reflection's minibatch
+OUTPUT_CHARS = 700  # each reply's tail
+
+
+def shown(r: ScoredRollout) -> ScoredRollout:
+    """`r` cut to what the revision prompt shows of it."""
+    return r.model_copy(update={"prompt": r.prompt[:PROMPT_CHARS], "output": r.output[-OUTPUT_CHARS:]})
+
+
+async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[Edit],
+                 pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], rejected: Sequence[str], max_edits: int,
+                 max_tokens: int | None = None, temperature: float | None = None,
+                 labels: Sequence[str] = (), retries: int = 2) -> Reflection:
+    """One optimizer call: the `tried` edits of `skill` (the incumbent, without them), and for each
+    task of their screen the reply (with the edits, without them). A call that failed for
+    infrastructure reasons is tried again (up to `retries` times), a reply that could not be read
+    is not. `rejected`: texts of edits tried and turned down (the run's ledger)."""
+    pairs = [(shown(a), shown(b)) for a, b in pairs]
+    prompt = render("revise.md.j2", skill_text=skill.render(), tried=list(tried), pairs=pairs,
+                    solved_with=sum(not a.failed for a, _ in pairs), solved_without=sum(not b.failed for _, b in pairs),
+                    rejected=list(rejected)[-8:], max_edits=max_edits, labels=list(labels),
+                    anchors=anchor_choices(skill), editable=anchor_choices(skill, editable=True))
+    ids = [a.task_id for a, _ in pairs]
+    for _ in range(retries + 1):
+        reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,
+                                       role="optimizer", max_tokens=max_tokens, temperature=temperature,
+                                       json_schema=reply_schema(skill, max_edits))
+        if not (isinstance(reply, StructuredFailure) and reply.transient):
+            break
+    if isinstance(reply, StructuredFailure):
+        return Reflection(minibatch=ids, error=reply.error, transient=reply.transient)
+    edits = [e.to_edit() for e in reply.edits if e.op == "delete" or e.text.strip()]
+    return Reflection(minibatch=ids, edits=edits[: max(1, max_edits)], analysis=reply.analysis)

@@ -1,0 +1,93 @@
+"""A second look at an edit its screen turned down (optimizer/revise.py, `train.revisions_per_step`):
+the optimizer reads the target's replies under the edit beside its replies without it and writes the
+edit again, as a candidate of its own, through the real CLI against the scripted fake server."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
+from tests.helpers import cli_env, run_cli, write_jsonl
+from tests.test_search import run_args
+from tests.test_train_e2e import code_tasks
+
+VAGUE = "Always write the code in the right format."  # the target reads it and replies as before
+REVISED = "Every code is the word ZETA in capitals, a dash, then the number the item is called by."
+
+
+class SecondLook:
+    """Reflections write VAGUE, which changes no reply, so the screen turns it down; asked to revise it,
+    the optimizer writes `revision` (by default the convention the target needs)."""
+
+    def __init__(self, revision: str = REVISED):
+        self.revision = revision
+        self.lock = threading.Lock()
+        self.revise_prompts: list[str] = []
+
+    def __call__(self, req: FakeRequest) -> FakeReply:
+        user = req.last_user_text
+        if "You revise an edit of a skill" in user:
+            with self.lock:
+                self.revise_prompts.append(user)
+            return _edit("the agent ignored the edit: its codes are lower case", self.revision)
+        if "You improve a skill" in user:
+            return _edit("the codes were wrong", VAGUE)
+        m = re.search(r"item (\d+)", user)
+        number = m.group(1) if m else "0"
+        if "the word ZETA in capitals" in req.system:
+            return FakeReply(text=f"Answer: ZETA-{number}")
+        return FakeReply(text=f"Answer: zeta {number}")
+
+
+def _edit(analysis: str, text: str) -> FakeReply:
+    return FakeReply(text=json.dumps({"analysis": analysis, "edits": [
+        {"op": "add", "anchor": "", "text": text, "rationale": "format", "evidence": []}]}))
+
+
+def _run(tmp_path, script, name: str, *more: str) -> tuple[dict, list[dict]]:
+    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
+    with FakeModelServer(script) as srv:
+        r = run_cli(run_args(data, srv.openai_url, name, "--set", "train.consolidate=false", "--set",
+                             "train.rules_per_step=0", "--set", "train.demonstrations=false", *more, epochs=1),
+                    tmp_path, cli_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "runs" / name
+    return (json.loads((run / "summary.json").read_text()),
+            json.loads((run / "steps" / "0001" / "candidates.json").read_text()))
+
+
+def test_an_edit_the_screen_turned_down_is_written_again_from_the_replies_under_it_and_kept(tmp_path):
+    """The reflection's edit changes no reply, so its screen turns it down. Shown each reply under the
+    edit beside the reply without it and the expected answer, the optimizer writes the convention; the
+    revision is screened on the same tasks, gated and kept, and the test split improves."""
+    script = SecondLook()
+    summary, cands = _run(tmp_path, script, "revise", "--set", "train.revisions_per_step=1")
+    tried = next(c for c in cands if c["origin"] == "reflection")
+    assert tried["status"] == "screened-out", tried
+    assert len(script.revise_prompts) == 1
+    prompt = script.revise_prompts[0]
+    assert VAGUE in prompt.split("# The edit that was tried")[1].split("# The tasks")[0]
+    task = prompt.split("# The tasks it was tried on")[1]
+    assert "(4; solved 0 with the edit, 0 without)" in task
+    assert re.search(r"Output with the edit:\n```\nAnswer: zeta (\d+)\n```\nOutput without the edit:\n```\n"
+                     r"Answer: zeta \1\n```\nExpected answer: ZETA-\1", task), task[:800]
+    revision = next(c for c in cands if c["origin"] == "revision")
+    assert revision["id"] == f"{tried['id']}-r" and revision["rationale"].startswith(f"revises {tried['id']}: ")
+    assert revision["sources"] == tried["screen"]["tasks"]  # screened on the same tasks
+    assert revision["screen"]["candidate"] == [1.0] * 4 and revision["status"] == "accepted", revision
+    assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
+
+
+def test_a_revision_that_says_the_tried_edit_again_is_not_tried_and_none_is_asked_by_default(tmp_path):
+    script = SecondLook(revision=VAGUE)
+    _, cands = _run(tmp_path, script, "again", "--set", "train.revisions_per_step=1")
+    assert len(script.revise_prompts) == 1
+    revision = next(c for c in cands if c["origin"] == "revision")
+    assert revision["status"] == "duplicate" and "tried and rejected" in revision["note"], revision
+    assert revision["version"] is None  # no skill version, no rollout
+
+    off = SecondLook()
+    _, cands = _run(tmp_path, off, "off")  # train.revisions_per_step defaults to 0
+    assert not off.revise_prompts and all(c["origin"] != "revision" for c in cands)
