@@ -74,20 +74,60 @@ def test_an_edit_the_screen_turned_down_is_written_again_from_the_replies_under_
     assert re.search(r"Output with the edit:\n```\nAnswer: zeta (\d+)\n```\nOutput without the edit:\n```\n"
                      r"Answer: zeta \1\n```\nExpected answer: ZETA-\1", task), task[:800]
     revision = next(c for c in cands if c["origin"] == "revision")
-    assert revision["id"] == f"{tried['id']}-r" and revision["rationale"].startswith(f"revises {tried['id']}: ")
+    assert revision["id"] == f"{tried['id']}-r1" and revision["rationale"].startswith(f"revises {tried['id']}: ")
     assert revision["sources"] == tried["screen"]["tasks"]  # screened on the same tasks
     assert revision["screen"]["candidate"] == [1.0] * 4 and revision["status"] == "accepted", revision
     assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
 
 
-def test_a_revision_that_says_the_tried_edit_again_is_not_tried_and_none_is_asked_by_default(tmp_path):
+def test_a_revision_that_says_the_tried_edit_again_is_drawn_once_more_never_tried_and_none_is_asked_by_default(
+        tmp_path):
     script = SecondLook(revision=VAGUE)
     _, cands = _run(tmp_path, script, "again", "--set", "train.revisions_per_step=1")
-    assert len(script.revise_prompts) == 1
-    revision = next(c for c in cands if c["origin"] == "revision")
-    assert revision["status"] == "duplicate" and "tried and rejected" in revision["note"], revision
-    assert revision["version"] is None  # no skill version, no rollout
+    assert len(script.revise_prompts) == 2  # the first draw was not fit to try: one more, then no more
+    revisions = [c for c in cands if c["origin"] == "revision"]
+    assert [c["id"][-3:] for c in revisions] == ["-r1", "-r2"]
+    for revision in revisions:
+        assert revision["status"] == "duplicate" and "tried and rejected" in revision["note"], revision
+        assert revision["version"] is None  # no skill version, no rollout
+    calls = json.loads((tmp_path / "runs" / "again" / "steps" / "0001" / "reflections.json").read_text())
+    assert sum("the agent ignored the edit" in c["analysis"] for c in calls) == 2  # both draws recorded
 
     off = SecondLook()
     _, cands = _run(tmp_path, off, "off")  # train.revisions_per_step defaults to 0
     assert not off.revise_prompts and all(c["origin"] != "revision" for c in cands)
+
+
+async def test_a_rule_is_shown_as_tried_without_the_answers_it_quoted_and_the_reply_is_read_as_edits():
+    """On Jeopardy (development split seed 2) the 1.5B, shown a tried rule with its quoted answers
+    ("For example: 'Pakistan & India', not ..."), wrote them into its revision, which the leakage check
+    then dropped. The tasks show those answers already; the tried rule is shown by its own words."""
+    from skillopt.edits import Edit
+    from skillopt.models import Meter, Models, ProviderEnv
+    from skillopt.models.spec import parse_model_spec
+    from skillopt.optimizer.revise import revise
+    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.skill import Skill
+
+    seen: list[str] = []
+
+    def script(req: FakeRequest) -> FakeReply:
+        seen.append(req.last_user_text)
+        return _edit("it kept the order of the question", "Name the place before the person.")
+
+    skill = Skill.parse("---\nname: qa\ndescription: Answer.\n---\n\nRead the task, then answer.\n")
+    rule = Edit(op="add", text="## Rules\n\n- Name two answers in the order they happened. For example: "
+                               "'Pakistan & India', not 'India & Pakistan'.")
+    solved = ScoredRollout(task_id="t2", prompt="Who?", reference="Ann", output="Answer: Ann", hard=1, soft=1,
+                           feedback="correct", summary="")
+    failed = ScoredRollout(task_id="t1", prompt="Which two?", reference="Pakistan & India",
+                           output="Answer: India & Pakistan", hard=0, soft=0, feedback="wrong", summary="")
+    with FakeModelServer(script) as srv:
+        models = Models(env=ProviderEnv(), meter=Meter())
+        out = await revise(models, parse_model_spec(f"openai-compatible:opt@{srv.openai_url}"), skill, [rule],
+                           [(failed, failed), (solved, solved)], rejected=[], max_edits=1)
+    (prompt,) = seen
+    tried = prompt.split("# The edit that was tried (it did not help)")[1].split("Compare the outputs")[0]
+    assert "Name two answers in the order they happened." in tried and "Pakistan" not in tried
+    assert "(2; solved 1 with the edit, 1 without)" in prompt and "Expected answer: Pakistan & India" in prompt
+    assert out.error is None and [e.text for e in out.edits] == ["Name the place before the person."]

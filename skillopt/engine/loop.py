@@ -25,7 +25,7 @@ from skillopt.optimizer.facts import closed_labels
 from skillopt.optimizer.schedule import make_schedule
 from skillopt.optimizer.propose import SearchState
 from skillopt.optimizer.reflect import quotes_tasks
-from skillopt.optimizer.revise import REVISABLE, revise
+from skillopt.optimizer.revise import REVISABLE, REVISION_DRAWS, revise
 from skillopt.optimizer.types import ScoredRollout
 from skillopt.record import Candidate, GateDecision, Reflection
 from skillopt.skill import Skill
@@ -164,35 +164,53 @@ class Trainer:
         """A second draw of up to `train.revisions_per_step` edits their screen turned down, the optimizer
         shown what the target wrote under each (optimizer/revise.py); those that came closest first. Each
         is a candidate of its own (origin `revision`) on the same tasks, prepared and screened as usual."""
-        cfg = self.ctx.cfg
         tried = [c for c in candidates if c.status == "screened-out" and c.origin in REVISABLE and screened.get(c.id)]
         tried.sort(key=lambda c: (-c.screen.gain, -c.screen.changed) if c.screen else (0.0, 0))  # closest first
-        tried = tried[: cfg.train.revisions_per_step]
+        tried = tried[: self.ctx.cfg.train.revisions_per_step]
         if not tried:
             return [], []
         self.ctx.runner.meter.check()
         self.ctx.emit(PhaseStarted("revisions", len(tried)))
+        out: list[Candidate] = []
+        reflections: list[Reflection] = []
+        for c in tried:
+            drawn, calls = await self.revise_one(search, c, screened[c.id], incumbent)
+            out += drawn
+            reflections += calls
+        return out, reflections
+
+    async def revise_one(self, search: SearchState, c: Candidate, pairs: list[tuple[RolloutRecord, RolloutRecord]],
+                         incumbent: dict[str, RolloutRecord]) -> tuple[list[Candidate], list[Reflection]]:
+        """The revision of `c`, drawn again (warmer, another seed) when a draw is not fit to try: the 1.5B's
+        first draws on Jeopardy (development split seed 2) wrote the tried edit again, and the tried rule
+        with a task's words added. Every draw is recorded."""
+        cfg = self.ctx.cfg
         rejected = [e.text for e in self.state.ledger.rejected if not quotes_tasks(e.text)]
-        calls = [revise(self.ctx.models, self.ctx.optimizer, search.skill, c.edits,
-                        [(self.scored(b, search.tasks[b.task_id]), self.scored(a, search.tasks[a.task_id]))
-                         for a, b in screened[c.id]],
-                        rejected, search.max_edits, cfg.models.optimizer_max_tokens, cfg.models.optimizer_temperature,
-                        labels=self.labels if cfg.train.label_facts else ())
-                 for c in tried]
-        reflections = list(await asyncio.gather(*calls))
-        out = []
-        for c, r in zip(tried, reflections):
+        shown = [(self.scored(b, search.tasks[b.task_id]), self.scored(a, search.tasks[a.task_id])) for a, b in pairs]
+        drawn: list[Candidate] = []
+        calls: list[Reflection] = []
+        for draw in range(REVISION_DRAWS):
+            temperature = cfg.models.optimizer_temperature
+            if draw:
+                temperature = max(temperature or 0.0, 0.8)
+            r = await revise(self.ctx.models, self.ctx.optimizer, search.skill, c.edits, shown, rejected,
+                             search.max_edits, cfg.models.optimizer_max_tokens, temperature,
+                             labels=self.labels if cfg.train.label_facts else (), seed=100 * draw or None)
+            calls.append(r)
+            if r.transient:
+                break
             if not r.edits:
                 continue
-            new = Candidate(id=f"{c.id}-r", step=search.step, origin="revision", parent=search.version,
+            new = Candidate(id=f"{c.id}-r{draw + 1}", step=search.step, origin="revision", parent=search.version,
                             edits=r.edits, rationale=f"revises {c.id}: {r.analysis}", sources=list(c.screen.tasks))
             # the edit it revises was tried and rejected: the same said again is nothing new
             self.preparer.prepare(new, search.skill, list(search.tasks.values()), self.labels,
                                   [*rejected, *(e.text for e in c.edits)])
+            drawn.append(new)
             if new.status == "proposed":
                 await self.screen(new, incumbent, search.tasks)
-            out.append(new)
-        return out, reflections
+                break
+        return drawn, calls
 
     async def gate_candidates(self, n: int, skill: Skill, candidates: list[Candidate]) -> GateDecision | None:
         ready = [c for c in candidates if c.status == "proposed"]

@@ -23,6 +23,7 @@ from skillopt.models.router import Models, StructuredFailure
 from skillopt.models.spec import ModelSpec
 from skillopt.models.types import Message
 from skillopt.optimizer.reflect import anchor_choices, reply_schema
+from skillopt.optimizer.rules import split_quotes
 from skillopt.optimizer.types import ReflectionReply, ScoredRollout
 from skillopt.prompts import render
 from skillopt.record import Reflection
@@ -32,6 +33,9 @@ from skillopt.skill import Skill
 REVISABLE = ("reflection", "rules", "lesson", "trajectory-reflection")
 PROMPT_CHARS = 800  # a task's head, as shown: the pairs are twice the replies of a reflection's minibatch
 OUTPUT_CHARS = 700  # each reply's tail
+# draws of one revision at most: a draw that is not fit to try (the tried edit again, a task's text copied,
+# no edit that applies) is drawn again, warmer and with another seed, as the rules proposer does
+REVISION_DRAWS = 2
 
 
 def shown(r: ScoredRollout) -> ScoredRollout:
@@ -42,13 +46,15 @@ def shown(r: ScoredRollout) -> ScoredRollout:
 async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[Edit],
                  pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], rejected: Sequence[str], max_edits: int,
                  max_tokens: int | None = None, temperature: float | None = None,
-                 labels: Sequence[str] = (), retries: int = 2) -> Reflection:
+                 labels: Sequence[str] = (), retries: int = 2, seed: int | None = None) -> Reflection:
     """One optimizer call: the `tried` edits of `skill` (the incumbent, without them), and for each
     task of their screen the reply (with the edits, without them). A call that failed for
     infrastructure reasons is tried again (up to `retries` times), a reply that could not be read
-    is not. `rejected`: texts of edits tried and turned down (the run's ledger)."""
+    is not. `rejected`: texts of edits tried and turned down (the run's ledger); `seed`: another draw."""
     pairs = [(shown(a), shown(b)) for a, b in pairs]
-    prompt = render("revise.md.j2", skill_text=skill.render(), tried=list(tried), pairs=pairs,
+    # a rule as tried, without the answers it quoted: the tasks show them, and quoted again they were copied
+    tried = [e.model_copy(update={"text": split_quotes(e.text)[0].strip()}) for e in tried]
+    prompt = render("revise.md.j2", skill_text=skill.render(), tried=tried, pairs=pairs,
                     solved_with=sum(not a.failed for a, _ in pairs), solved_without=sum(not b.failed for _, b in pairs),
                     rejected=list(rejected)[-8:], max_edits=max_edits, labels=list(labels),
                     anchors=anchor_choices(skill), editable=anchor_choices(skill, editable=True))
@@ -56,7 +62,7 @@ async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[
     for _ in range(retries + 1):
         reply = await models.chat_json(spec, [Message(role="user", content=prompt)], ReflectionReply,
                                        role="optimizer", max_tokens=max_tokens, temperature=temperature,
-                                       json_schema=reply_schema(skill, max_edits))
+                                       json_schema=reply_schema(skill, max_edits), seed=seed)
         if not (isinstance(reply, StructuredFailure) and reply.transient):
             break
     if isinstance(reply, StructuredFailure):
