@@ -131,3 +131,22 @@ async def test_a_rule_is_shown_as_tried_without_the_answers_it_quoted_and_the_re
     assert "Name two answers in the order they happened." in tried and "Pakistan" not in tried
     assert "(2; solved 1 with the edit, 1 without)" in prompt and "Expected answer: Pakistan & India" in prompt
     assert out.error is None and [e.text for e in out.edits] == ["Name the place before the person."]
+
+
+def test_an_agent_s_reply_is_shown_with_its_last_tool_calls_each_cut():
+    from skillopt.optimizer.revise import COMMAND_CHARS, STEPS, shown
+    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.prompts import render
+    from skillopt.traces.trajectory import Trajectory, TrajectoryStep
+
+    steps = [TrajectoryStep(index=i, command=f"cat file{i}.py " + "x" * 300, exit=0) for i in range(1, 21)]
+    agent = ScoredRollout(task_id="t1", prompt="Fix it.", reference="", output="Done.", hard=0, soft=0,
+                          feedback="2 tests failed", summary="", trajectory=Trajectory(steps=steps, calls=20,
+                                                                                       stop="said done"))
+    cut = shown(agent)
+    assert [s.index for s in cut.trajectory.steps] == list(range(21 - STEPS, 21))
+    assert all(len(s.command) == COMMAND_CHARS for s in cut.trajectory.steps)
+    prompt = render("revise.md.j2", skill_text="x", tried=[], pairs=[(cut, cut)], solved_with=0, solved_without=0,
+                    rejected=[], max_edits=1, labels=[], anchors=[""], editable=[])
+    assert f"What the agent did with the edit: {21 - STEPS}. cat file{21 - STEPS}.py" in prompt
+    assert "(exit 0). Stop: said done" in prompt and "What the agent did without it: " in prompt

@@ -33,14 +33,20 @@ from skillopt.skill import Skill
 REVISABLE = ("reflection", "rules", "lesson", "trajectory-reflection")
 PROMPT_CHARS = 800  # a task's head, as shown: the pairs are twice the replies of a reflection's minibatch
 OUTPUT_CHARS = 700  # each reply's tail
+STEPS, COMMAND_CHARS = 12, 120  # an agent's last tool calls shown, and each one's command
 # draws of one revision at most: a draw that is not fit to try (the tried edit again, a task's text copied,
 # no edit that applies) is drawn again, warmer and with another seed, as the rules proposer does
 REVISION_DRAWS = 2
 
 
 def shown(r: ScoredRollout) -> ScoredRollout:
-    """`r` cut to what the revision prompt shows of it."""
-    return r.model_copy(update={"prompt": r.prompt[:PROMPT_CHARS], "output": r.output[-OUTPUT_CHARS:]})
+    """`r` cut to what the revision prompt shows of it: an agent's rollout with its last tool calls, each
+    command cut, so the prompt says whether the agent acted on the edit, not only what it said last."""
+    update: dict = {"prompt": r.prompt[:PROMPT_CHARS], "output": r.output[-OUTPUT_CHARS:]}
+    if r.trajectory is not None:
+        steps = [s.model_copy(update={"command": s.command[:COMMAND_CHARS]}) for s in r.trajectory.steps[-STEPS:]]
+        update["trajectory"] = r.trajectory.model_copy(update={"steps": steps})
+    return r.model_copy(update=update)
 
 
 async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[Edit],
