@@ -43,7 +43,8 @@ class Contrast:
         return FakeReply(text="Answer: unknown")
 
 
-def _run(tmp_path, script, name: str, *more: str):
+def run_on_codes(tmp_path, script, name: str, *more: str):
+    """A one-epoch run on 16 coded tasks with no rules and no worked example: (its folder, step 1's candidates)."""
     data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
     with FakeModelServer(script) as srv:
         r = run_cli(run_args(data, srv.openai_url, name, "--set", "train.consolidate=false", "--set",
@@ -59,7 +60,7 @@ def test_a_lesson_written_from_a_failure_beside_its_solution_is_gated_and_kept(t
     solves val and test, so the gate keeps it; the prompt held the failed reply, the scorer's
     feedback and the teacher's reply that the scorer accepted."""
     script = Contrast()
-    run, cands = _run(tmp_path, script, "lesson", "--set", "train.lessons_per_step=2")
+    run, cands = run_on_codes(tmp_path, script, "lesson", "--set", "train.lessons_per_step=2")
     assert len(script.lesson_prompts) == 2  # one per solved failed task, at most lessons_per_step
     prompt = script.lesson_prompts[0]
     failed = prompt.split("# The failed reply (end)")[1].split("# A reply that was accepted")[0]
@@ -78,14 +79,14 @@ def test_a_lesson_written_from_a_failure_beside_its_solution_is_gated_and_kept(t
 
 def test_a_lesson_that_echoes_its_prompt_is_not_proposed_and_none_are_asked_by_default(tmp_path):
     script = Contrast(lesson=ECHO)
-    run, cands = _run(tmp_path, script, "echo", "--set", "train.lessons_per_step=1")
+    run, cands = run_on_codes(tmp_path, script, "echo", "--set", "train.lessons_per_step=1")
     assert len(script.lesson_prompts) == 1
     assert all(c["origin"] != "lesson" for c in cands)
     notes = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
     assert any("restates the prompt's own instructions" in (n["error"] or "") for n in notes), notes
 
     off = Contrast()
-    _, cands = _run(tmp_path, off, "off")  # train.lessons_per_step defaults to 0
+    _, cands = run_on_codes(tmp_path, off, "off")  # train.lessons_per_step defaults to 0
     assert not off.lesson_prompts and all(c["origin"] != "lesson" for c in cands)
 
 

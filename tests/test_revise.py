@@ -9,9 +9,7 @@ import re
 import threading
 
 from tests.fakes.server import FakeModelServer, FakeReply, FakeRequest
-from tests.helpers import cli_env, run_cli, write_jsonl
-from tests.test_search import run_args
-from tests.test_train_e2e import code_tasks
+from tests.test_lessons import run_on_codes
 
 VAGUE = "Always write the code in the right format."  # the target reads it and replies as before
 REVISED = "Every code is the word ZETA in capitals, a dash, then the number the item is called by."
@@ -46,24 +44,12 @@ def _edit(analysis: str, text: str) -> FakeReply:
         {"op": "add", "anchor": "", "text": text, "rationale": "format", "evidence": []}]}))
 
 
-def _run(tmp_path, script, name: str, *more: str) -> tuple[dict, list[dict]]:
-    data = write_jsonl(tmp_path / "codes.jsonl", code_tasks(16))
-    with FakeModelServer(script) as srv:
-        r = run_cli(run_args(data, srv.openai_url, name, "--set", "train.consolidate=false", "--set",
-                             "train.rules_per_step=0", "--set", "train.demonstrations=false", *more, epochs=1),
-                    tmp_path, cli_env(tmp_path))
-    assert r.returncode == 0, r.stderr
-    run = tmp_path / "runs" / name
-    return (json.loads((run / "summary.json").read_text()),
-            json.loads((run / "steps" / "0001" / "candidates.json").read_text()))
-
-
 def test_an_edit_the_screen_turned_down_is_written_again_from_the_replies_under_it_and_kept(tmp_path):
     """The reflection's edit changes no reply, so its screen turns it down. Shown each reply under the
     edit beside the reply without it and the expected answer, the optimizer writes the convention; the
     revision is screened on the same tasks, gated and kept, and the test split improves."""
     script = SecondLook()
-    summary, cands = _run(tmp_path, script, "revise", "--set", "train.revisions_per_step=1")
+    run, cands = run_on_codes(tmp_path, script, "revise", "--set", "train.revisions_per_step=1")
     tried = next(c for c in cands if c["origin"] == "reflection")
     assert tried["status"] == "screened-out", tried
     assert len(script.revise_prompts) == 1
@@ -77,24 +63,25 @@ def test_an_edit_the_screen_turned_down_is_written_again_from_the_replies_under_
     assert revision["id"] == f"{tried['id']}-r1" and revision["rationale"].startswith(f"revises {tried['id']}: ")
     assert revision["sources"] == tried["screen"]["tasks"]  # screened on the same tasks
     assert revision["screen"]["candidate"] == [1.0] * 4 and revision["status"] == "accepted", revision
+    summary = json.loads((run / "summary.json").read_text())
     assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
 
 
 def test_a_revision_that_says_the_tried_edit_again_is_drawn_once_more_never_tried_and_none_is_asked_by_default(
         tmp_path):
     script = SecondLook(revision=VAGUE)
-    _, cands = _run(tmp_path, script, "again", "--set", "train.revisions_per_step=1")
+    run, cands = run_on_codes(tmp_path, script, "again", "--set", "train.revisions_per_step=1")
     assert len(script.revise_prompts) == 2  # the first draw was not fit to try: one more, then no more
     revisions = [c for c in cands if c["origin"] == "revision"]
     assert [c["id"][-3:] for c in revisions] == ["-r1", "-r2"]
     for revision in revisions:
         assert revision["status"] == "duplicate" and "tried and rejected" in revision["note"], revision
         assert revision["version"] is None  # no skill version, no rollout
-    calls = json.loads((tmp_path / "runs" / "again" / "steps" / "0001" / "reflections.json").read_text())
+    calls = json.loads((run / "steps" / "0001" / "reflections.json").read_text())
     assert sum("the agent ignored the edit" in c["analysis"] for c in calls) == 2  # both draws recorded
 
     off = SecondLook()
-    _, cands = _run(tmp_path, off, "off")  # train.revisions_per_step defaults to 0
+    _, cands = run_on_codes(tmp_path, off, "off")  # train.revisions_per_step defaults to 0
     assert not off.revise_prompts and all(c["origin"] != "revision" for c in cands)
 
 
