@@ -6,7 +6,6 @@ best screened ones. Consolidation at the end of each epoch; test once at the end
 
 from __future__ import annotations
 
-import asyncio
 import random
 from dataclasses import dataclass, replace
 
