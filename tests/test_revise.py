@@ -57,8 +57,11 @@ def test_an_edit_the_screen_turned_down_is_written_again_from_the_replies_under_
     assert VAGUE in prompt.split("# The edit that was tried")[1].split("# The tasks")[0]
     task = prompt.split("# The tasks it was tried on")[1]
     assert "(4; solved 0 with the edit, 0 without)" in task
-    assert re.search(r"Output with the edit:\n```\nAnswer: zeta (\d+)\n```\nOutput without the edit:\n```\n"
-                     r"Answer: zeta \1\n```\nExpected answer: ZETA-\1", task), task[:800]
+    # the replies did not change: said by code, and each shown once
+    assert "the same reply as without it on all 4 tasks: it did not act on the edit" in task
+    assert re.search(r"Output with the edit \(the same as without it\):\n```\nAnswer: zeta (\d+)\n```\n"
+                     r"Expected answer: ZETA-\1", task), task[:800]
+    assert "Output without the edit" not in task
     revision = next(c for c in cands if c["origin"] == "revision")
     assert revision["id"] == f"{tried['id']}-r1" and revision["rationale"].startswith(f"revises {tried['id']}: ")
     assert revision["sources"] == tried["screen"]["tasks"]  # screened on the same tasks
@@ -109,14 +112,18 @@ async def test_a_rule_is_shown_as_tried_without_the_answers_it_quoted_and_the_re
                            feedback="correct", summary="")
     failed = ScoredRollout(task_id="t1", prompt="Which two?", reference="Pakistan & India",
                            output="Answer: India & Pakistan", hard=0, soft=0, feedback="wrong", summary="")
+    changed = failed.model_copy(update={"output": "Answer: India, then Pakistan"})
     with FakeModelServer(script) as srv:
         models = Models(env=ProviderEnv(), meter=Meter())
         out = await revise(models, parse_model_spec(f"openai-compatible:opt@{srv.openai_url}"), skill, [rule],
-                           [(failed, failed), (solved, solved)], rejected=[], max_edits=1)
+                           [(changed, failed), (solved, solved)], rejected=[], max_edits=1)
     (prompt,) = seen
     tried = prompt.split("# The edit that was tried (it did not help)")[1].split("Compare the outputs")[0]
     assert "Name two answers in the order they happened." in tried and "Pakistan" not in tried
     assert "(2; solved 1 with the edit, 1 without)" in prompt and "Expected answer: Pakistan & India" in prompt
+    assert ("the agent's reply changed on 1 of 2 tasks: 0 became right, 0 became wrong, 1 scored as before. "
+            "The agent acted on the edit, and what it asked for is not what") in prompt
+    assert "Output with the edit:\n```\nAnswer: India, then Pakistan\n```\nOutput without the edit:" in prompt
     assert out.error is None and [e.text for e in out.edits] == ["Name the place before the person."]
 
 
@@ -133,7 +140,7 @@ def test_an_agent_s_reply_is_shown_with_its_last_tool_calls_each_cut():
     cut = shown(agent)
     assert [s.index for s in cut.trajectory.steps] == list(range(21 - STEPS, 21))
     assert all(len(s.command) == COMMAND_CHARS for s in cut.trajectory.steps)
-    prompt = render("revise.md.j2", skill_text="x", tried=[], pairs=[(cut, cut)], solved_with=0, solved_without=0,
-                    rejected=[], max_edits=1, labels=[], anchors=[""], editable=[])
+    prompt = render("revise.md.j2", skill_text="x", tried=[], pairs=[(cut, cut, False)], verdict="", solved_with=0,
+                    solved_without=0, rejected=[], max_edits=1, labels=[], anchors=[""], editable=[])
     assert f"What the agent did with the edit: {21 - STEPS}. cat file{21 - STEPS}.py" in prompt
     assert "(exit 0). Stop: said done" in prompt and "What the agent did without it: " in prompt

@@ -49,6 +49,27 @@ def shown(r: ScoredRollout) -> ScoredRollout:
     return r.model_copy(update=update)
 
 
+def _said(r: ScoredRollout) -> str:
+    return " ".join(r.output.split())
+
+
+def verdict(pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], same: Sequence[bool]) -> str:
+    """What the screen showed, counted by code: whether the agent acted on the edit at all, and what
+    became of the replies it changed. The 1.5B, asked to read that off the replies, wrote that the
+    agent "provided correct answers with the edit" of tasks it failed on both sides (Natural Questions,
+    development split seed 2)."""
+    n, changed = len(pairs), [p for p, s in zip(pairs, same) if not s]
+    if not changed:
+        return (f"With the edit the agent wrote the same reply as without it on all {n} tasks: it did not act on "
+                "the edit. Say what it must do so that it cannot be missed, or ask for something else.")
+    fixed = sum(a.hard > b.hard for a, b in changed)
+    broke = sum(a.hard < b.hard for a, b in changed)
+    return (f"With the edit the agent's reply changed on {len(changed)} of {n} tasks: {fixed} became right, "
+            f"{broke} became wrong, {len(changed) - fixed - broke} scored as before. "
+            + ("The agent acted on the edit, and what it asked for is not what the expected answers need."
+               if not fixed else "The edit helped some tasks and not enough of them."))
+
+
 async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[Edit],
                  pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], rejected: Sequence[str], max_edits: int,
                  max_tokens: int | None = None, temperature: float | None = None,
@@ -57,10 +78,11 @@ async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[
     task of their screen the reply (with the edits, without them). A call that failed for
     infrastructure reasons is tried again (up to `retries` times), a reply that could not be read
     is not. `rejected`: texts of edits tried and turned down (the run's ledger); `seed`: another draw."""
-    pairs = [(shown(a), shown(b)) for a, b in pairs]
     # a rule as tried, without the answers it quoted: the tasks show them, and quoted again they were copied
     tried = [e.model_copy(update={"text": split_quotes(e.text)[0].strip()}) for e in tried]
-    prompt = render("revise.md.j2", skill_text=skill.render(), tried=tried, pairs=pairs,
+    same = [_said(a) == _said(b) for a, b in pairs]
+    prompt = render("revise.md.j2", skill_text=skill.render(), tried=tried,
+                    pairs=[(shown(a), shown(b), s) for (a, b), s in zip(pairs, same)], verdict=verdict(pairs, same),
                     solved_with=sum(not a.failed for a, _ in pairs), solved_without=sum(not b.failed for _, b in pairs),
                     rejected=list(rejected)[-8:], max_edits=max_edits, labels=list(labels),
                     anchors=anchor_choices(skill), editable=anchor_choices(skill, editable=True))
