@@ -105,6 +105,10 @@ class TrainConfig(_Frozen):
     # beside its replies without them, then prepared and screened as a candidate of their own (origin
     # "revision"). Off (0) until the development suite's `revise` arm shows it pays
     revisions_per_step: Annotated[int, Field(ge=0)] = 0
+    # at the first step whose batch has a failure, each protected region of the skill is left out once and tried
+    # on that batch (engine/protected.py): the run then says when a region the optimizer may not edit is what
+    # makes the target fail (one batch of rollouts per region; the skill is never changed by it)
+    check_protected: bool = True
     # reuse the seed's val / test rollouts that an earlier run made with the same data, model and settings
     # (kept under the user's cache folder: engine/rollout_cache.py); False: run them again
     seed_cache: bool = True

@@ -28,7 +28,8 @@ def run_args(data: Path, url: str, run_id: str, *extra: str, val: int = 8, train
             "--optimizer_model", f"openai-compatible:fake-opt@{url}",
             "--run-id", run_id, "--epochs", str(epochs), "--batch-size", str(train), "--train-size", str(train),
             "--val-size", str(val), "--test-size", "4", "--concurrency", "2",
-            "--set", "models.retry_base_delay_s=0.01", *extra]
+            # the protected check (engine/protected.py) adds a version and rollouts: tests/test_protected.py
+            "--set", "models.retry_base_delay_s=0.01", "--set", "train.check_protected=false", *extra]
 
 
 def load(run: Path, name: str):

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from skillopt.cli.app import out
+from skillopt.engine.protected import verdict as protected_verdict
 from skillopt.store.schema import RunSummary, SplitScore
 from skillopt.store.scores import score_text
 
@@ -48,6 +49,8 @@ def print_summary(s: RunSummary) -> None:
         out.print(f"undecided: v{u.version:03d} ({u.origin}) won {u.wins} and lost {u.losses} over all {u.pairs} "
                   f"validation pairs, short of the gate; about {u.pairs_needed} pairs would give an edit this good "
                   f"an 80% chance to pass (a larger --val-size, where the data has the tasks)", markup=False)
+    for check in s.protected:
+        out.print(f"protected: {protected_verdict(check)}", markup=False)
     usage = Table(title="usage by role")
     for col in ("role", "calls", "cached", "tokens in", "tokens out", "cost"):
         usage.add_column(col)

@@ -14,6 +14,8 @@ from skillopt.config import RunConfig
 from skillopt.engine.candidates import Preparer, build_proposers, propose_all
 from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, VersionSaved
 from skillopt.engine.gating import GateSettings, Side, gate_test, noninferiority_gate, screen, sequential_gate
+from skillopt.engine.protected import check_regions
+from skillopt.engine.protected import verdict as protected_verdict
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.errors import BudgetExceeded, RunFailed
 from skillopt.harness.base import discovers_skill
@@ -108,6 +110,8 @@ class Trainer:
         by_id = {t.id: t for t in batch}
         scored = [self.scored(r, by_id[r.task_id]) for r in records if not r.errored]
         store.write_batch(n, StepBatch(version=inc, tasks=[t.id for t in batch], train=split_score(records)))
+        if cfg.train.check_protected and self.state.protected is None:
+            await self.check_protected(n, skill, batch, records)
         lr = self.schedule(n - 1, self.total_steps)
         search = SearchState(step=n, version=inc, skill=skill, scored=scored, tasks=by_id,
                              rejected=list(self.state.ledger.rejected), max_edits=lr, pool=self.state.pool,
@@ -131,6 +135,23 @@ class Trainer:
         decision = await self.gate_candidates(n, skill, candidates)
         store.write_candidates(n, candidates)
         self.finish_step(n, lr, records, candidates, decision)
+
+    async def check_protected(self, n: int, skill: Skill, batch: list[Task], records: list[RolloutRecord]) -> None:
+        """Each protected region left out once, on the first batch with a failure (engine/protected.py)."""
+        st, store = self.state, self.ctx.store
+        incumbent = {r.task_id: r for r in records if not r.errored}
+        spans = skill.protected_spans()
+        if spans and not any(r.hard < 1.0 for r in incumbent.values()):
+            return  # nothing failed: nothing a region could be the cause of, yet
+        self.ctx.emit(PhaseStarted("protected check", len(batch) * len(spans)))
+
+        def add(variant: Skill) -> int:
+            return store.add_version(variant, parent=st.incumbent, origin=f"step {n} protected check",
+                                     status="diagnostic", step=n).version
+
+        st.protected = await check_regions(self.ctx.runner, skill, add, batch, incumbent, self.ctx.cfg.gate.metric, n)
+        for check in st.protected:
+            self.ctx.emit(Note(protected_verdict(check)))
 
     async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord],
                      tasks: dict[str, Task]) -> list[tuple[RolloutRecord, RolloutRecord]]:

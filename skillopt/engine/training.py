@@ -316,5 +316,6 @@ def build_summary(trainer: Trainer, benchmark: Benchmark, started: float) -> Run
         candidates_rejected=sum(v.status in ("rejected", "screened-out") for v in versions),
         edits_accepted=accepted_edits, edits_rejected=rejected_edits,
         steps=st.step, stop_reason=st.stop_reason, closest_undecided=closest_undecided(gated),
+        protected=st.protected or [],
         meter=trainer.ctx.runner.meter.snapshot(), started_at=started,
     )

@@ -40,7 +40,8 @@ from skillopt.store.scores import SplitScore, per_task
 
 SCHEMA_VERSION = 2
 
-VersionStatus = Literal["seed", "candidate", "accepted", "rejected", "screened-out", "manual"]
+# "diagnostic": a skill tried to tell the user something, never a candidate (engine/protected.py)
+VersionStatus = Literal["seed", "candidate", "accepted", "rejected", "screened-out", "manual", "diagnostic"]
 
 
 def now() -> float:
@@ -100,6 +101,19 @@ def shown_status(status: str, stop_reason: str | None) -> str:
     return "interrupted" if status == "stopped" and stop_reason == "interrupted" else status
 
 
+class ProtectedCheck(BaseModel):
+    """A protected region of the skill left out, tried on one step's train batch (engine/protected.py)."""
+
+    step: int
+    text: str  # the region's words, cut
+    tasks: int  # paired tasks
+    failed: int  # of them, failed by the incumbent
+    solved_without: int  # failed by the incumbent, solved without the region
+    lost_without: int  # solved by the incumbent, failed without the region
+    likely_cause: bool
+    rollouts: int = 0
+
+
 class RunState(BaseModel):
     """The checkpoint written after every step; `skillopt run --resume` starts from it."""
 
@@ -119,6 +133,7 @@ class RunState(BaseModel):
     ledger: EditLedger = Field(default_factory=EditLedger)
     pool: ParetoPool = Field(default_factory=ParetoPool)
     decisions: int = 0  # gate decisions made (numbers the fresh draws of sampled targets)
+    protected: list[ProtectedCheck] | None = None  # each protected region left out once (None: not yet checked)
     stop_reason: str | None = None
     meter: MeterSnapshot = Field(default_factory=MeterSnapshot)
     updated_at: float = Field(default_factory=now)
@@ -160,6 +175,7 @@ class RunSummary(BaseModel):
     steps: int = 0
     stop_reason: str | None = None
     closest_undecided: Undecided | None = None  # an edit the validation split was too small to decide
+    protected: list[ProtectedCheck] = Field(default_factory=list)  # whether a protected region makes the target fail
     meter: MeterSnapshot = Field(default_factory=MeterSnapshot)
     started_at: float = 0.0
     finished_at: float = Field(default_factory=now)
