@@ -2,7 +2,8 @@
 
 Per family, split seed and skill file: the README's main job (`skillopt run --preset quick`, the embedded
 1.5B) with that skill as the seed, no candidate proposed (the check runs at the first step, before any
-proposal) and no test split (it is not read). The row is what the run's summary says of each protected
+proposal), one validation task and no test split (neither is read; the train split is the quick preset's,
+drawn first). The row is what the run's summary says of each protected
 region: how many of the step's failed train tasks it solved without the region, how many solved tasks it
 lost, and whether it named the region a likely cause. The skills compared on mbpp-bash are the seed
 before 08c75dc, whose protected code format made the 1.5B reply with the file name alone
@@ -36,7 +37,8 @@ def check(family: str, seed: int, skill: Path, work: Path) -> dict:
     run_id = f"protected-{family}-{seed}-{skill.stem}"
     argv = [sys.executable, "-m", "skillopt", "--runs-dir", str(work / "runs"), "run", "--preset", "quick",
             "--benchmark", family, "--split-seed", str(seed), "--skill", str(skill), "--run-id", run_id,
-            "--target_model", TARGET, "--optimizer_model", TARGET, "--test-size", "0", "--progress", "none",
+            "--target_model", TARGET, "--optimizer_model", TARGET, "--val-size", "1", "--test-size", "0",
+            "--progress", "none",
             *(x for s in NO_PROPOSALS for x in ("--set", s))]
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_AUTH_TOKEN"))}
     done = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True)
