@@ -70,6 +70,11 @@ def test_a_protected_region_that_makes_the_target_fail_is_named_and_never_edited
     tried = [v for v in versions if v["status"] == "diagnostic"]
     assert [v["origin"] for v in tried] == ["step 1 protected check"] * 2
     assert MISLEADING in (run / "best_skill.md").read_text()  # the user's region, never edited
+    # the views read a run with a diagnostic version
+    for view in (["runs", "show", "named"], ["report", "named", "-o", str(tmp_path / "named.md")]):
+        shown = run_cli(view, tmp_path, cli_env(tmp_path))
+        assert shown.returncode == 0, shown.stderr
+    assert "diagnostic" in run_cli(["runs", "show", "named"], tmp_path, cli_env(tmp_path)).stdout
 
 
 def test_no_region_is_tried_when_the_check_is_off_and_it_is_on_by_default(tmp_path):

@@ -276,7 +276,7 @@ def train_in_process(tmp_path: Path, listeners: list, url: str, resume: str | No
     layer = {"benchmark": str(data), "harness": "chat", "target_model": f"openai-compatible:fake-target@{url}",
              "optimizer_model": f"openai-compatible:fake-opt@{url}", "run_id": "codes",
              "splits": {"train": 4, "val": 8, "test": 4}, "models": {"retry_base_delay_s": 0.01},
-             "train": {"epochs": 2, "batch_size": 4, "concurrency": 2}}
+             "train": {"epochs": 2, "batch_size": 4, "concurrency": 2, "check_protected": False}}
     if resume:  # like the CLI: a resumed run starts from its own config
         layer = RunStore.open(tmp_path / "runs", resume).read_config().layer()
     cfg = resolve_config(deep_merge(layer, overrides))
