@@ -116,7 +116,7 @@ async def test_a_rule_is_shown_as_tried_without_the_answers_it_quoted_and_the_re
     with FakeModelServer(script) as srv:
         models = Models(env=ProviderEnv(), meter=Meter())
         out = await revise(models, parse_model_spec(f"openai-compatible:opt@{srv.openai_url}"), skill, [rule],
-                           [(changed, failed), (solved, solved)], rejected=[], max_edits=1)
+                           [(changed, failed), (solved, solved)], [False, True], rejected=[], max_edits=1)
     (prompt,) = seen
     tried = prompt.split("# The edit that was tried (it did not help)")[1].split("Compare the outputs")[0]
     assert "Name two answers in the order they happened." in tried and "Pakistan" not in tried
@@ -125,6 +125,37 @@ async def test_a_rule_is_shown_as_tried_without_the_answers_it_quoted_and_the_re
             "The agent acted on the edit, and what it asked for is not what") in prompt
     assert "Output with the edit:\n```\nAnswer: India, then Pakistan\n```\nOutput without the edit:" in prompt
     assert out.error is None and [e.text for e in out.edits] == ["Name the place before the person."]
+
+
+async def test_an_agent_whose_last_words_stayed_and_whose_patch_changed_acted_on_the_edit():
+    """The screen decides whether a reply changed (an agent's patch when it has one); the revision's
+    verdict reads the screen's decision. Deciding again on the last words alone said "it did not act on
+    the edit" of an agent that wrote another patch and ended with the same "Done."."""
+    from skillopt.engine.gating import Side, screen
+    from skillopt.optimizer.revise import verdict
+    from skillopt.optimizer.types import ScoredRollout
+    from skillopt.skill import Skill
+    from skillopt.store.schema import RolloutRecord
+
+    def record(task: str, patch: str, hard: float) -> RolloutRecord:
+        return RolloutRecord(key=f"{task}-{patch}", task_id=task, split="train", version=0, skill_sha="x",
+                             harness="mini-swe-agent", model="m", hard=hard, output="Done.", patch=patch)
+
+    class Ran:  # the candidate's rollouts, as the runner returns them: the agent ran elsewhere
+        executed = 0
+
+        async def run_many(self, skill, version, tasks, split, trials, first_trial=0):
+            return [record(t.id, "+fixed" if t.id == "t1" else "+same", 0.0) for t in tasks]
+
+    from skillopt.benchmarks.base import Task
+    tasks = [Task(id=t, prompt="Fix it.") for t in ("t1", "t2")]
+    incumbent = {t: record(t, "+same", 0.0) for t in ("t1", "t2")}
+    done = await screen(Ran(), Side(1, Skill.parse("---\nname: s\ndescription: d\n---\n\nx\n")), tasks,
+                        incumbent, "hard")
+    assert done.same == [False, True] and done.result.changed == 1
+    scored = [(ScoredRollout(task_id=b.task_id, prompt="Fix it.", reference="", output=b.output, hard=0, soft=0,
+                             feedback="", summary=""),) * 2 for _, b in done.pairs]
+    assert verdict(scored, done.same).startswith("With the edit the agent's reply changed on 1 of 2 tasks")
 
 
 def test_an_agent_s_reply_is_shown_with_its_last_tool_calls_each_cut():

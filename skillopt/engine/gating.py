@@ -194,6 +194,7 @@ async def noninferiority_gate(runner: RolloutRunner, inc: Side, cand: Side, task
 class Screened:
     result: ScreenResult
     pairs: list[tuple[RolloutRecord, RolloutRecord]]  # (incumbent's, candidate's) rollout of each compared task
+    same: list[bool]  # of each pair, whether the candidate's reply is the incumbent's (`_reply`: an agent's patch)
 
 
 async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incumbent: dict[str, RolloutRecord],
@@ -204,7 +205,7 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
     compared rollouts come back with the result: a revision reads them (optimizer/revise.py)."""
     before = runner.executed
     records = await runner.run_many(cand.skill, cand.version, tasks, "train", 1, first_trial=trial)
-    ids, a, b, errored, changed = [], [], [], 0, 0
+    ids, a, b, errored, same = [], [], [], 0, []
     pairs: list[tuple[RolloutRecord, RolloutRecord]] = []
     for t, r in zip(tasks, records):
         base = incumbent.get(t.id)
@@ -214,12 +215,12 @@ async def screen(runner: RolloutRunner, cand: Side, tasks: Sequence[Task], incum
         ids.append(t.id)
         a.append(pair_value(base, metric, trigger_weight))
         b.append(pair_value(r, metric, trigger_weight))
-        changed += _reply(base) != _reply(r)
+        same.append(_reply(base) == _reply(r))
         pairs.append((base, r))
     counts = {} if aimed is None else {"aimed_incumbent": sum(aimed(x) for x, _ in pairs),
                                        "aimed_candidate": sum(aimed(y) for _, y in pairs)}
-    return Screened(ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=changed, errored=errored,
-                                 rollouts=runner.executed - before, **counts), pairs)
+    return Screened(ScreenResult(tasks=ids, incumbent=a, candidate=b, changed=len(same) - sum(same), errored=errored,
+                                 rollouts=runner.executed - before, **counts), pairs, same)
 
 
 def _reply(r: RolloutRecord) -> str:

@@ -13,7 +13,8 @@ from skillopt.benchmarks.base import Benchmark, Split, Task
 from skillopt.config import RunConfig
 from skillopt.engine.candidates import Preparer, build_proposers, propose_all
 from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, VersionSaved
-from skillopt.engine.gating import GateSettings, Side, gate_test, noninferiority_gate, screen, sequential_gate
+from skillopt.engine.gating import (GateSettings, Screened, Side, gate_test, noninferiority_gate, screen,
+                                    sequential_gate)
 from skillopt.engine.protected import check_regions
 from skillopt.engine.protected import verdict as protected_verdict
 from skillopt.engine.rollouts import RolloutRunner
@@ -124,10 +125,11 @@ class Trainer:
         for c in candidates:
             self.preparer.prepare(c, skill, list(by_id.values()), self.labels, rejected)
         incumbent_train = {r.task_id: r for r in records}
-        screened: dict[str, list[tuple[RolloutRecord, RolloutRecord]]] = {}
+        screened: dict[str, Screened] = {}
         for c in candidates:
             if c.status == "proposed":
-                screened[c.id] = await self.screen(c, incumbent_train, by_id)
+                if (done := await self.screen(c, incumbent_train, by_id)) is not None:
+                    screened[c.id] = done
         revised, revisions = await self.revise(search, candidates, screened, incumbent_train)
         candidates += revised
         if revisions:
@@ -154,10 +156,10 @@ class Trainer:
             self.ctx.emit(Note(protected_verdict(check)))
 
     async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord],
-                     tasks: dict[str, Task]) -> list[tuple[RolloutRecord, RolloutRecord]]:
-        """The candidate's screen; the (incumbent's, candidate's) rollouts it compared."""
+                     tasks: dict[str, Task]) -> Screened | None:
+        """The candidate's screen, with the rollouts it compared (None: screens are off)."""
         if not self.ctx.cfg.train.screen:
-            return []
+            return None
         source = [tasks[t] for t in dict.fromkeys(c.sources) if t in tasks]
         self.ctx.emit(PhaseStarted(f"screen {c.id}", len(source)))
 
@@ -176,15 +178,15 @@ class Trainer:
             v = self.ctx.store.update_version(c.stored_version, status="screened-out")
             self.state.ledger.record(c.edits, accepted=False)
             self.ctx.emit(VersionSaved(v, None))
-        return screened.pairs
+        return screened
 
-    async def revise(self, search: SearchState, candidates: list[Candidate],
-                     screened: dict[str, list[tuple[RolloutRecord, RolloutRecord]]],
+    async def revise(self, search: SearchState, candidates: list[Candidate], screened: dict[str, Screened],
                      incumbent: dict[str, RolloutRecord]) -> tuple[list[Candidate], list[Reflection]]:
         """A second draw of up to `train.revisions_per_step` edits their screen turned down, the optimizer
         shown what the target wrote under each (optimizer/revise.py); those that came closest first. Each
         is a candidate of its own (origin `revision`) on the same tasks, prepared and screened as usual."""
-        tried = [c for c in candidates if c.status == "screened-out" and c.origin in REVISABLE and screened.get(c.id)]
+        tried = [c for c in candidates
+                 if c.status == "screened-out" and c.origin in REVISABLE and c.id in screened and screened[c.id].pairs]
         tried.sort(key=lambda c: (-c.screen.gain, -c.screen.changed) if c.screen else (0.0, 0))  # closest first
         tried = tried[: self.ctx.cfg.train.revisions_per_step]
         if not tried:
@@ -199,21 +201,22 @@ class Trainer:
             reflections += calls
         return out, reflections
 
-    async def revise_one(self, search: SearchState, c: Candidate, pairs: list[tuple[RolloutRecord, RolloutRecord]],
+    async def revise_one(self, search: SearchState, c: Candidate, screened: Screened,
                          incumbent: dict[str, RolloutRecord]) -> tuple[list[Candidate], list[Reflection]]:
         """The revision of `c`, drawn again (warmer, another seed) when a draw is not fit to try: the 1.5B's
         first draws on Jeopardy (development split seed 2) wrote the tried edit again, and the tried rule
         with a task's words added. Every draw is recorded."""
         cfg = self.ctx.cfg
         rejected = [e.text for e in self.state.ledger.rejected if not quotes_tasks(e.text)]
-        shown = [(self.scored(b, search.tasks[b.task_id]), self.scored(a, search.tasks[a.task_id])) for a, b in pairs]
+        shown = [(self.scored(b, search.tasks[b.task_id]), self.scored(a, search.tasks[a.task_id]))
+                 for a, b in screened.pairs]
         drawn: list[Candidate] = []
         calls: list[Reflection] = []
         for draw in range(REVISION_DRAWS):
             temperature = cfg.models.optimizer_temperature
             if draw:
                 temperature = max(temperature or 0.0, 0.8)
-            r = await revise(self.ctx.models, self.ctx.optimizer, search.skill, c.edits, shown, rejected,
+            r = await revise(self.ctx.models, self.ctx.optimizer, search.skill, c.edits, shown, screened.same, rejected,
                              search.max_edits, cfg.models.optimizer_max_tokens, temperature,
                              labels=self.labels if cfg.train.label_facts else (), seed=100 * draw or None)
             calls.append(r)

@@ -24,6 +24,7 @@ from skillopt.benchmarks.base import Task
 from skillopt.engine.gating import Side, screen
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.skill import Skill, strip_marker_comments
+from skillopt.stats import EPS
 from skillopt.store.schema import ProtectedCheck, RolloutRecord
 
 MIN_NET = 2  # solved minus lost without the region, on the batch, for it to be named a likely cause
@@ -61,10 +62,10 @@ async def check_regions(runner: RolloutRunner, skill: Skill, add_version, tasks:
     for span in skill.protected_spans():
         variant = without_region(skill, span)
         tried = await screen(runner, Side(add_version(variant), variant), tasks, incumbent, metric)
-        pairs = list(zip(tried.result.incumbent, tried.result.candidate))
-        solved = sum(b > a for a, b in pairs if a < 1.0)
-        lost = sum(b < a for a, b in pairs)
+        res = tried.result
+        pairs = list(zip(res.incumbent, res.candidate))
+        solved = sum(b > a + EPS for a, b in pairs if a < 1.0)
         out.append(ProtectedCheck(step=step, text=region_text(skill, span), tasks=len(pairs),
-                                  failed=sum(a < 1.0 for a, _ in pairs), solved_without=solved, lost_without=lost,
-                                  likely_cause=solved - lost >= MIN_NET, rollouts=tried.result.rollouts))
+                                  failed=sum(a < 1.0 for a, _ in pairs), solved_without=solved, lost_without=res.losses,
+                                  likely_cause=solved - res.losses >= MIN_NET, rollouts=res.rollouts))
     return out

@@ -49,10 +49,6 @@ def shown(r: ScoredRollout) -> ScoredRollout:
     return r.model_copy(update=update)
 
 
-def _said(r: ScoredRollout) -> str:
-    return " ".join(r.output.split())
-
-
 def verdict(pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], same: Sequence[bool]) -> str:
     """What the screen showed, counted by code: whether the agent acted on the edit at all, and what
     became of the replies it changed. The 1.5B, asked to read that off the replies, wrote that the
@@ -71,16 +67,16 @@ def verdict(pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], same: Sequence
 
 
 async def revise(models: Models, spec: ModelSpec, skill: Skill, tried: Sequence[Edit],
-                 pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], rejected: Sequence[str], max_edits: int,
-                 max_tokens: int | None = None, temperature: float | None = None,
+                 pairs: Sequence[tuple[ScoredRollout, ScoredRollout]], same: Sequence[bool], rejected: Sequence[str],
+                 max_edits: int, max_tokens: int | None = None, temperature: float | None = None,
                  labels: Sequence[str] = (), retries: int = 2, seed: int | None = None) -> Reflection:
     """One optimizer call: the `tried` edits of `skill` (the incumbent, without them), and for each
-    task of their screen the reply (with the edits, without them). A call that failed for
+    task of their screen the reply (with the edits, without them); `same`: of each pair, whether the
+    screen found the reply unchanged (it compares an agent's patch, not only its last words). A call that failed for
     infrastructure reasons is tried again (up to `retries` times), a reply that could not be read
     is not. `rejected`: texts of edits tried and turned down (the run's ledger); `seed`: another draw."""
     # a rule as tried, without the answers it quoted: the tasks show them, and quoted again they were copied
     tried = [e.model_copy(update={"text": split_quotes(e.text)[0].strip()}) for e in tried]
-    same = [_said(a) == _said(b) for a, b in pairs]
     prompt = render("revise.md.j2", skill_text=skill.render(), tried=tried,
                     pairs=[(shown(a), shown(b), s) for (a, b), s in zip(pairs, same)], verdict=verdict(pairs, same),
                     solved_with=sum(not a.failed for a, _ in pairs), solved_without=sum(not b.failed for _, b in pairs),
