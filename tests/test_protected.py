@@ -70,11 +70,17 @@ def test_a_protected_region_that_makes_the_target_fail_is_named_and_never_edited
     tried = [v for v in versions if v["status"] == "diagnostic"]
     assert [v["origin"] for v in tried] == ["step 1 protected check"] * 2
     assert MISLEADING in (run / "best_skill.md").read_text()  # the user's region, never edited
-    # the views read a run with a diagnostic version
-    for view in (["runs", "show", "named"], ["report", "named", "-o", str(tmp_path / "named.md")]):
+    # the views read a run with a diagnostic version; the report says what the check found
+    for view in (["runs", "show", "named"], ["report", "named", "-o", str(tmp_path / "named.md")],
+                 ["report", "named", "-o", str(tmp_path / "named.html")]):
         shown = run_cli(view, tmp_path, cli_env(tmp_path))
         assert shown.returncode == 0, shown.stderr
     assert "diagnostic" in run_cli(["runs", "show", "named"], tmp_path, cli_env(tmp_path)).stdout
+    for report in ("named.md", "named.html"):
+        text = " ".join((tmp_path / report).read_text().split())
+        assert "What the run found besides its scores" in text, report
+        assert f'without the protected text "{MISLEADING}" the target solved 4 of the 4 failed' in text.replace(
+            "&#34;", '"').replace("&quot;", '"'), report
 
 
 def test_no_region_is_tried_when_the_check_is_off_and_it_is_on_by_default(tmp_path):

@@ -259,6 +259,9 @@ def test_a_run_whose_validation_split_was_too_small_for_an_edit_says_how_many_pa
     assert (u["wins"], u["losses"], u["pairs"]) == (3, 0, 8) and u["pairs_needed"] > 8
     assert summary["versions"]["best"] == 0
     assert f"undecided: v{u['version']:03d}" in r.stdout and f"about {u['pairs_needed']} pairs" in r.stdout
+    report = run_cli(["report", "few", "-o", str(tmp_path / "few.md")], cwd=tmp_path, env=cli_env(tmp_path))
+    assert report.returncode == 0, report.stderr
+    assert f"- undecided: v{u['version']:03d}" in (tmp_path / "few.md").read_text()
 
 
 def test_a_rewrite_that_drops_the_protected_answer_format_still_makes_a_consolidation(tmp_path):

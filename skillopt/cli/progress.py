@@ -7,7 +7,6 @@ from pathlib import Path
 from rich.table import Table
 
 from skillopt.cli.app import out
-from skillopt.engine.protected import verdict as protected_verdict
 from skillopt.store.schema import RunSummary, SplitScore
 from skillopt.store.scores import score_text
 
@@ -44,13 +43,8 @@ def print_summary(s: RunSummary) -> None:
     per = f", {s.val_rollouts / s.gate_decisions:.1f} val rollouts per decision" if s.gate_decisions else ""
     out.print(f"candidates {sum(s.candidates.values())} ({', '.join(f'{v} {k}' for k, v in sorted(s.candidates.items())) or 'none'}); "
               f"gate decisions {s.gate_decisions}{per}; steps {s.steps}")
-    u = s.closest_undecided
-    if u is not None:
-        out.print(f"undecided: v{u.version:03d} ({u.origin}) won {u.wins} and lost {u.losses} over all {u.pairs} "
-                  f"validation pairs, short of the gate; about {u.pairs_needed} pairs would give an edit this good "
-                  f"an 80% chance to pass (a larger --val-size, where the data has the tasks)", markup=False)
-    for check in s.protected:
-        out.print(f"protected: {protected_verdict(check)}", markup=False)
+    for line in s.findings():
+        out.print(line, markup=False)
     usage = Table(title="usage by role")
     for col in ("role", "calls", "cached", "tokens in", "tokens out", "cost"):
         usage.add_column(col)

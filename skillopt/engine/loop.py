@@ -16,7 +16,6 @@ from skillopt.engine.events import Emitter, Note, PhaseStarted, StepDone, Versio
 from skillopt.engine.gating import (GateSettings, Screened, Side, gate_test, noninferiority_gate, screen,
                                     sequential_gate)
 from skillopt.engine.protected import check_regions
-from skillopt.engine.protected import verdict as protected_verdict
 from skillopt.engine.rollouts import RolloutRunner
 from skillopt.errors import BudgetExceeded, RunFailed
 from skillopt.harness.base import discovers_skill
@@ -153,7 +152,7 @@ class Trainer:
 
         st.protected = await check_regions(self.ctx.runner, skill, add, batch, incumbent, self.ctx.cfg.gate.metric, n)
         for check in st.protected:
-            self.ctx.emit(Note(protected_verdict(check)))
+            self.ctx.emit(Note(check.verdict()))
 
     async def screen(self, c: Candidate, incumbent: dict[str, RolloutRecord],
                      tasks: dict[str, Task]) -> Screened | None:

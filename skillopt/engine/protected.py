@@ -43,17 +43,6 @@ def region_text(skill: Skill, span: tuple[int, int]) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
-def verdict(check: ProtectedCheck) -> str:
-    """One line for the user."""
-    said = (f"without the protected text \"{check.text}\" the target solved {check.solved_without} of the "
-            f"{check.failed} failed train tasks of step {check.step} and lost {check.lost_without} of the "
-            f"{check.tasks - check.failed} it solved")
-    if check.likely_cause:
-        return (f"{said}: it may be what makes the target fail. It is yours, so skillopt never edits it; reword "
-                f"it or leave it out, and run again")
-    return f"{said}: no sign that it makes the target fail"
-
-
 async def check_regions(runner: RolloutRunner, skill: Skill, add_version, tasks: Sequence[Task],
                         incumbent: dict[str, RolloutRecord], metric: str, step: int) -> list[ProtectedCheck]:
     """Each protected region of `skill` left out in turn, on `tasks` against the `incumbent` rollouts there.

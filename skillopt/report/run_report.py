@@ -105,6 +105,7 @@ class RunReport(BaseModel):
     baseline_val: float | None
     settings: list[Setting] = Field(default_factory=list)  # what the report opens with
     test_lift: PairedLift | None = None  # best - seed on the sealed test split (the run summary's)
+    findings: list[str] = Field(default_factory=list)  # what the run found besides scores (RunSummary.findings)
     steps: list[StepRow] = Field(default_factory=list)
     candidates: list[CandidatePoint] = Field(default_factory=list)
     heatmaps: list[HeatmapData] = Field(default_factory=list)
@@ -136,6 +137,7 @@ def build_report(view: RunView, check_data: bool = True) -> RunReport:
     rep.final = _final(view)
     rep.settings = _settings(view)
     rep.test_lift = view.summary.test_lift if view.summary else None
+    rep.findings = view.summary.findings() if view.summary else []
     meter = view.summary.meter if view.summary else (st.meter if st else None)
     if meter is not None:
         rep.roles = [RoleUsage(role=r, calls=t.calls, cached_calls=t.cached_calls, input_tokens=t.input_tokens,

@@ -113,6 +113,16 @@ class ProtectedCheck(BaseModel):
     likely_cause: bool
     rollouts: int = 0
 
+    def verdict(self) -> str:
+        """One line for the user: the progress notes, the final table, the report."""
+        said = (f"without the protected text \"{self.text}\" the target solved {self.solved_without} of the "
+                f"{self.failed} failed train tasks of step {self.step} and lost {self.lost_without} of the "
+                f"{self.tasks - self.failed} it solved")
+        if self.likely_cause:
+            return (f"{said}: it may be what makes the target fail. It is yours, so skillopt never edits it; "
+                    f"reword it or leave it out, and run again")
+        return f"{said}: no sign that it makes the target fail"
+
 
 class RunState(BaseModel):
     """The checkpoint written after every step; `skillopt run --resume` starts from it."""
@@ -149,6 +159,11 @@ class Undecided(BaseModel):
     losses: int
     pairs: int
     pairs_needed: int
+
+    def text(self) -> str:
+        return (f"v{self.version:03d} ({self.origin}) won {self.wins} and lost {self.losses} over all {self.pairs} "
+                f"validation pairs, short of the gate; about {self.pairs_needed} pairs would give an edit this good "
+                f"an 80% chance to pass (a larger --val-size, where the data has the tasks)")
 
 
 class RunSummary(BaseModel):
@@ -188,6 +203,12 @@ class RunSummary(BaseModel):
         d = self.test_delta
         return PairedLift(interval=d, wins=self.test_wins, losses=self.test_losses,
                           ties=max(0, d.n - self.test_wins - self.test_losses))
+
+    def findings(self) -> list[str]:
+        """What the run found besides its scores, a line each: the edit the validation split was too small
+        to decide, and each protected region left out once. The final table and the report show them."""
+        out = [f"undecided: {self.closest_undecided.text()}"] if self.closest_undecided else []
+        return out + [f"protected: {c.verdict()}" for c in self.protected]
 
 
 class RunMeta(BaseModel):
