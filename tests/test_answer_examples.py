@@ -37,18 +37,22 @@ def _rollout(task, ok: bool) -> ScoredRollout:
                          feedback="", summary="")
 
 
-def test_failed_questions_come_first_and_nothing_is_shown_when_nothing_failed():
+def test_failed_questions_come_first_are_screened_on_the_others_and_nothing_is_shown_when_nothing_failed():
     tasks = [make_task(f"t{i}", f"Which is thing {i}?", [f"item {i}"]) for i in range(6)]
     scored = [_rollout(t, ok=i % 2 == 0) for i, t in enumerate(tasks)]
     state = SearchState(step=1, version=0, skill=SEED, scored=scored, tasks={t.id: t for t in tasks})
     (c,) = asyncio.run(AnswerExamplesProposer(count=4).propose(state)).candidates
-    assert c.origin == "answer-examples" and c.sources == ["t1", "t3", "t5", "t0"]
+    # it shows four and is screened on the other two: on its own questions the target copies the answers
+    assert c.origin == "answer-examples" and c.edits[0].evidence == ["t1", "t3", "t5", "t0"]
+    assert c.sources == ["t2", "t4"]
     text = c.edits[0].text
     assert text.startswith(f"## {SECTION}\n\nWhich is thing 1?\nAnswer: item 1\n\n") and "thing 2" not in text
     assert "End your reply" not in text  # the benchmark's answer-format line is the benchmark's, not the skill's
     passed = SearchState(step=1, version=0, skill=SEED, scored=[_rollout(t, ok=True) for t in tasks],
                          tasks={t.id: t for t in tasks})
     assert asyncio.run(AnswerExamplesProposer().propose(passed)).candidates == []
+    four = SearchState(step=1, version=0, skill=SEED, scored=scored[:4], tasks={t.id: t for t in tasks})
+    assert asyncio.run(AnswerExamplesProposer(count=4).propose(four)).candidates == []  # nothing else to screen on
     from skillopt.edits import apply_edits
 
     shown = apply_edits(SEED, [c.edits[0]]).skill
@@ -71,7 +75,7 @@ class Wordy:
 def test_shown_answers_are_kept_by_the_gate_and_quote_only_their_own_train_tasks(tmp_path):
     """Every seed answer is a sentence around the expected one. The section of train questions with
     their expected answers passes the leakage check (it quotes its own train tasks and no other),
-    the screen and the gate, and lifts test from 0 to 1; by default (`train.answer_examples=0`) no
+    the screen on the step's other train tasks and the gate, and lifts test from 0 to 1; by default (`train.answer_examples=0`) no
     such candidate is made."""
     rows = [{"id": f"t-{i:02d}", "question": f"Which is thing number {i}?", "answer": f"item {i}"} for i in range(16)]
     data = write_jsonl(tmp_path / "things.jsonl", rows)
@@ -93,6 +97,8 @@ def test_shown_answers_are_kept_by_the_gate_and_quote_only_their_own_train_tasks
     train = {r["task_id"] for r in (json.loads(x) for x in (run / "rollouts.jsonl").read_text().splitlines())
              if r["split"] == "train"}
     assert {f"t-{int(q):02d}" for q, _ in numbers} == set(edit["evidence"]) <= train  # its own train tasks only
+    screened = set(shown["screen"]["tasks"])  # on train questions it does not answer
+    assert screened and screened <= train and not screened & set(edit["evidence"]), shown["screen"]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["scores"]["seed"]["test"]["hard"] == 0.0 and summary["scores"]["best"]["test"]["hard"] == 1.0
     off_cands = json.loads((tmp_path / "runs" / "off" / "steps" / "0001" / "candidates.json").read_text())

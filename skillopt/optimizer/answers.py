@@ -15,6 +15,11 @@ answer-format line after it) and `Answer: <the first expected answer>`, the fail
 own train tasks by design, as a worked example does (the leakage check holds them to that); the
 gate decides whether showing them helps. Tasks with a numeric or lettered answer are left out: an
 answer alone would teach a reasoning task to answer at once.
+
+The candidate is screened on the step's other train tasks, the failed ones first, not on those it
+quotes: a target that sees a question with its answer copies it, so a screen there passes every
+time (it did in each of the three Jeopardy development runs that made one) and says nothing about the questions the skill
+will meet. With no other task to screen on, no candidate is made.
 """
 
 from __future__ import annotations
@@ -66,7 +71,10 @@ class AnswerExamplesProposer:
             (failed if r.failed else passed).append((task, question))
         if not failed:  # the feedback taught nothing the target does not already do
             return Proposal()
-        shown = (failed + passed)[: self.count]
+        ranked = failed + passed
+        shown, others = ranked[: self.count], ranked[self.count:]
+        if not others:  # nothing left to screen it on but the answers it shows
+            return Proposal()
         text = f"## {SECTION}\n\n" + "\n\n".join(f"{q}\nAnswer: {t.answers[0].strip()}" for t, q in shown)
         if any(e.text == text for e in state.rejected):
             return Proposal()
@@ -74,6 +82,7 @@ class AnswerExamplesProposer:
         why = (f"{len(failed)} of {len(seen)} train answers were not the expected ones: "
                f"{len(shown)} questions shown with the answers the data expects")
         edit = Edit(op="add", anchor=anchor_before_protected(state.skill), text=text, rationale=why, evidence=ids)
+        screen_on = [t.id for t, _ in others[: self.count]]  # evidence: the quoted ones; screened on the rest
         candidate = Candidate(id="", step=state.step, origin=ORIGIN, parent=state.version, edits=[edit],
-                              rationale=why, sources=ids)
+                              rationale=why, sources=screen_on)
         return Proposal([candidate], [Reflection(minibatch=ids, edits=[edit], analysis=why)])
