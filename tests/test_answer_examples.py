@@ -75,8 +75,8 @@ class Wordy:
 def test_shown_answers_are_kept_by_the_gate_and_quote_only_their_own_train_tasks(tmp_path):
     """Every seed answer is a sentence around the expected one. The section of train questions with
     their expected answers passes the leakage check (it quotes its own train tasks and no other),
-    the screen on the step's other train tasks and the gate, and lifts test from 0 to 1; by default (`train.answer_examples=0`) no
-    such candidate is made."""
+    the screen on the step's other train tasks and the gate, and lifts test from 0 to 1; by default
+    (`train.answer_examples=0`) no such candidate is made."""
     rows = [{"id": f"t-{i:02d}", "question": f"Which is thing number {i}?", "answer": f"item {i}"} for i in range(16)]
     data = write_jsonl(tmp_path / "things.jsonl", rows)
     common = ["--set", "train.consolidate=false", "--set", "train.demonstrations=false",

@@ -17,9 +17,9 @@ gate decides whether showing them helps. Tasks with a numeric or lettered answer
 answer alone would teach a reasoning task to answer at once.
 
 The candidate is screened on the step's other train tasks, the failed ones first, not on those it
-quotes: a target that sees a question with its answer copies it, so a screen there passes every
-time (it did in each of the three Jeopardy development runs that made one) and says nothing about the questions the skill
-will meet. With no other task to screen on, no candidate is made.
+quotes: a target that sees a question with its answer copies it, so a screen there passed in every
+Jeopardy run of the suite's arms (0 -> 4) and said nothing about the questions the skill will meet.
+With no other task to screen on, no candidate is made.
 """
 
 from __future__ import annotations
