@@ -2,9 +2,9 @@
 
 The development suite (perf/suite.py) has families whose score turns on a convention of the
 data the prompt never states: squad, jeopardy, naturalqs and boolq (FAMILIES there says why each),
-and mbpp-bash, whose checks read what a bash function prints in forms the task never names. This
-script asks whether the best text an optimizer could write would move local:qwen2.5-coder-1.5b
-there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
+and mbpp-bash, whose checks read what a bash function prints in forms the task never names; and
+math-prealgebra, a reasoning family where no edit was accepted. This script asks whether the best
+text an optimizer could write would move local:qwen2.5-coder-1.5b there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
 scores on the val and test splits (both development data for split seeds 0-4) three skills:
 
 - `seed`: the seed skill the quick preset uses for the family (skills/default/SKILL.md: none of
@@ -33,8 +33,13 @@ of the suite's 3-epoch `ours` row for the family and split seed (perf/results/su
 `second-rule`, that skill with one more bullet in its `## Rules` section (SECOND_RULES below,
 hand-written the same way, from the failures the learned skill still makes).
 
+`--max-tokens N` scores every skill with a reply cap of N tokens instead of the quick preset's 320
+(math-prealgebra's own is 512: a reply that works first runs past 320 on a quarter of its tasks);
+each row counts the replies that reached the cap (`capped`).
+
 Usage: python perf/knowledge_headroom.py [--families squad,jeopardy,naturalqs] [--seed 0] [--splits val,test]
-                                         [--variants rule,examples] [--learned] [--out NAME] [--work DIR]
+                                         [--variants rule,examples] [--learned] [--max-tokens N]
+                                         [--out NAME] [--work DIR]
 """
 
 from __future__ import annotations
@@ -80,6 +85,11 @@ RULES = {
     "boolq": "The answer is the one word yes or no, as the passage decides it: never a sentence or an explanation.",
     "rte": "Answer with one of the two labels: entailment (the premise shows the hypothesis is true) or "
            "not_entailment (it does not).",
+    # the procedure the reasoning families turn on (what the `working-first` template and a worked example
+    # teach), with the answer's form: every expected answer is an integer or a decimal
+    "math-prealgebra": "Work the problem before you answer: write what is given, then each computation on its own "
+                       "line, and check it; only then give the answer line. The answer is one plain number, an "
+                       "integer or a decimal: no unit, no percent or dollar sign, no words.",
     # read off the seed's failed checks on development split seed 0: replies that were the file name alone,
     # functions that returned their result as an exit status, yes/no results printed as 0/1 or nothing, and
     # decimals in bash's whole-number `$(( ))` ("syntax error: invalid arithmetic operator")
@@ -124,9 +134,13 @@ def with_bullet(skill: Skill, rule: str) -> Skill:
     return skill.with_body(f"{skill.body[:at]}{section}\n- {rule}\n{skill.body[end:]}")
 
 
-def preset_config(family: str, seed: int) -> RunConfig:
-    """The quick preset's settings with the family and split seed (as perf/suite.py resolves them)."""
-    return resolve_config(PRESETS["quick"], {"benchmark": family, "splits": {"seed": seed}})
+def preset_config(family: str, seed: int, max_tokens: int | None = None) -> RunConfig:
+    """The quick preset's settings with the family and split seed (as perf/suite.py resolves them), and
+    the reply cap when one is given instead of the preset's."""
+    layer: dict = {"benchmark": family, "splits": {"seed": seed}}
+    if max_tokens:
+        layer["limits"] = {"max_tokens": max_tokens}
+    return resolve_config(PRESETS["quick"], layer)
 
 
 def question_of(task, family: str) -> str:
@@ -188,12 +202,13 @@ def score(skill_file: Path, family: str, split: str, cfg: RunConfig, work: Path)
                          f"{(done.stderr or done.stdout)[-1500:]}")
     records = RunStore(made[0]).rollouts()
     return {"hard": per_task(records, "hard"), "errored": sum(r.errored for r in records),
+            "capped": sum(not r.errored and r.output_tokens >= cfg.limits.max_tokens for r in records),
             "run_id": made[0].name, "wall_s": round(wall, 1), "argv": argv[1:]}
 
 
 def family_rows(family: str, seed: int, splits: list[str], work: Path, variants: list[str],
-                learned: bool = False) -> list[dict]:
-    cfg = preset_config(family, seed)
+                learned: bool = False, max_tokens: int | None = None) -> list[dict]:
+    cfg = preset_config(family, seed, max_tokens)
     if learned:
         base = learned_skill(family, seed)
         made = {"learned": base, "second-rule": with_bullet(base, SECOND_RULES[family])}
@@ -214,6 +229,7 @@ def family_rows(family: str, seed: int, splits: list[str], work: Path, variants:
         runs = [score(path, family, split, cfg, work) for split in splits]
         hard = {t: v for r in runs for t, v in r["hard"].items()}
         row = {"family": family, "split_seed": seed, "splits": splits, "variant": variant, "skill_text": section,
+               "max_tokens": cfg.limits.max_tokens, "capped": sum(r["capped"] for r in runs),
                "hard": round(sum(hard.values()) / len(hard), 4) if hard else None, "n": len(hard),
                "errored": sum(r["errored"] for r in runs), "runs": [r["run_id"] for r in runs],
                "wall_s": round(sum(r["wall_s"] for r in runs), 1), "eval_argv": runs[0]["argv"]}
@@ -271,6 +287,7 @@ def main() -> None:
     ap.add_argument("--variants", default="rule,examples", help="which additions to score beside the seed")
     ap.add_argument("--work", help="folder for the skills and runs (default: a new temporary folder)")
     ap.add_argument("--out", default="knowledge_headroom", help="result name under perf/results/")
+    ap.add_argument("--max-tokens", type=int, help="the reply cap (default: the quick preset's, 320)")
     ap.add_argument("--learned", action="store_true",
                     help="score a second hand-written rule beside the best skill of the suite's 3-epoch row")
     args = ap.parse_args()
@@ -284,7 +301,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     variants = ["seed", *args.variants.split(",")]
     measure(args.out, work, lambda: [row for family in families
-                                     for row in family_rows(family, args.seed, splits, work, variants, args.learned)])
+                                     for row in family_rows(family, args.seed, splits, work, variants, args.learned,
+                                                                 args.max_tokens)])
 
 
 def measure(out: str, work: Path, rows: Callable[[], list[dict]]) -> None:

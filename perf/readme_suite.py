@@ -164,34 +164,49 @@ def accumulation_part(runs: list[dict]) -> list[str]:
 
 
 def headroom_part(docs: list[dict]) -> list[str]:
-    """perf/knowledge_headroom.py: what hand-written text does for the target on the knowledge families
-    and mbpp-bash (one table over every result file, each file's command and commit named above it)."""
+    """perf/knowledge_headroom.py: what hand-written text does for the target on the families where the
+    suite learned nothing (one table over every result file, each file's command and commit named above it)."""
     table = []
     for doc in docs:
         rows = doc["rows"]
         bases = {r["family"]: r for r in rows if r["variant"] in BASES}
-        table += [[r["family"], str(r["split_seed"]), r["variant"],
+        table += [[r["family"], str(r["split_seed"]), r["variant"] + _cap(r),
                    f"{bases[r['family']]['variant']} {bases[r['family']]['hard']:.2f}", f"{r['hard']:.2f}",
                    f"{r['delta']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]{' *' if r['ci_low'] > 0 else ''}",
-                   f"{r['won']}/{r['lost']}", str(r["n"]), _gate(r)] for r in rows if r["variant"] not in BASES]
+                   f"{r['won']}/{r['lost']}", str(r["n"]), _capped(bases[r["family"]], r), _gate(r)]
+                  for r in rows if r["variant"] not in BASES]
     head = ["family", "split seed", "skill adds", "skill it adds to", "with it", "difference [95% CI]",
-            "tasks won/lost", "n", "the gate on validation"]
+            "tasks won/lost", "n", "replies cut at the cap (without, with it)", "the gate on validation"]
     runs = "; ".join(f"`{d['command'].split(' --work')[0]}` (at {d['commit'][:7]})" for d in docs)
-    return ["#### What a skill's text can do for the target on the knowledge families and on mbpp-bash", "",
+    return ["#### What a skill's text can do for the target where the suite learned nothing", "",
             f"{runs}: the seed skill, and the seed skill "
             "with one addition written by hand, scored by `skillopt eval` on the same validation and test tasks "
             f"(development data) with {docs[0]['target']}: `rule` states the family's convention as a person who "
             "read its expected answers (for mbpp-bash, its checks' feedback) would (the best a rule edit could "
-            "say), `examples` shows the first four train questions with their expected answers (for mbpp-bash, "
+            "say; for math-prealgebra, the procedure the `working-first` template teaches, with the answer's form), "
+            "`examples` shows the first four train questions with their expected answers (for mbpp-bash, "
             "their reference functions); `second-rule` (`--learned`) adds a second hand-written rule to the "
             "`learned` skill, the best skill of the family's 3-epoch row of the suite, read off the failures that "
-            "skill still makes: is there a second edit for this target? * marks an interval above zero. The last "
-            "column, where measured: what the gate, set as a run sets it, decides on the validation pairs in a "
-            "run's order.", "",
+            "skill still makes: is there a second edit for this target? * marks an interval above zero. Replies cut "
+            "at the cap (where counted): replies that reached the reply cap, the quick preset's 320 tokens unless "
+            "the row names another (most end before their answer line). The last column, where measured: what the gate, set "
+            "as a run sets it, decides on the validation pairs in a run's order.", "",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(x) + " |" for x in table] + [""]
 
 
 BASES = ("seed", "learned")  # the skill a knowledge_headroom variant adds to
+
+
+def _cap(row: dict) -> str:
+    """", reply cap N" when the row was scored with a cap other than the quick preset's 320."""
+    argv = row.get("eval_argv", [])
+    cap = next((a.split("=", 1)[1] for a in argv if a.startswith("limits.max_tokens=")), "320")
+    return "" if cap == "320" else f", reply cap {cap}"
+
+
+def _capped(base: dict, row: dict) -> str:
+    """How many replies reached the reply cap under the base skill and under the variant, where counted."""
+    return f"{base['capped']}, {row['capped']}" if "capped" in base and "capped" in row else "-"
 
 
 def _gate(row: dict) -> str:
