@@ -3,7 +3,7 @@
 The development suite (perf/suite.py) has families whose score turns on a convention of the
 data the prompt never states: squad, jeopardy, naturalqs and boolq (FAMILIES there says why each),
 and mbpp-bash, whose checks read what a bash function prints in forms the task never names; and
-math-prealgebra, a reasoning family where no edit was accepted. This script asks whether the best
+math-prealgebra and mbpp, a reasoning and a code family where no edit was accepted. This script asks whether the best
 text an optimizer could write would move local:qwen2.5-coder-1.5b there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
 scores on the val and test splits (both development data for split seeds 0-4) three skills:
 
@@ -90,6 +90,14 @@ RULES = {
     "math-prealgebra": "Work the problem before you answer: write what is given, then each computation on its own "
                        "line, and check it; only then give the answer line. The answer is one plain number, an "
                        "integer or a decimal: no unit, no percent or dollar sign, no words.",
+    # read off the seed's 21 failed checks on the 40 validation tasks of development split seed 0: no convention
+    # recurs (each failure is the task's own algorithm or reading: a formula, an off-by-one, a string worded
+    # differently from the test's), so the rule is the one check a person would ask of every reply; scored
+    # on the test split only (`--splits test`), which was not read
+    "mbpp": "The test shown is the specification. Before you write the function, work out by hand what it must "
+            "return for the shown call, and make sure your function returns exactly that: the same value, type "
+            "and text, character for character. Where the description could be read two ways, take the reading "
+            "the shown call's result fits.",
     # read off the seed's failed checks on development split seed 0: replies that were the file name alone,
     # functions that returned their result as an exit status, yes/no results printed as 0/1 or nothing, and
     # decimals in bash's whole-number `$(( ))` ("syntax error: invalid arithmetic operator")

@@ -597,7 +597,8 @@ def main() -> None:
     for block, fn in (("perf", render), ("quality", render_quality), ("suite", lambda: render_suite(
                           load("suite"), [d for d in (load("knowledge_headroom"), load("knowledge_headroom_boolq"),
                                        load("knowledge_headroom_code"), load("knowledge_headroom_second"),
-                                       load("knowledge_headroom_math"), load("knowledge_headroom_math512")) if d])),
+                                       load("knowledge_headroom_math"), load("knowledge_headroom_math512"),
+                                       load("knowledge_headroom_mbpp")) if d])),
                       ("quicktime", lambda: "\n".join(quick_time_part(load("quick_time") or {}, load("local_model")))
                        .rstrip() + "\n"),
                       ("agents", lambda: render_agents(load("agents"), load("agent_prompts")))):
