@@ -3,8 +3,9 @@
 The development suite (perf/suite.py) has families whose score turns on a convention of the
 data the prompt never states: squad, jeopardy, naturalqs and boolq (FAMILIES there says why each),
 and mbpp-bash, whose checks read what a bash function prints in forms the task never names; and
-math-prealgebra and mbpp, a reasoning and a code family where no edit was accepted. This script asks whether the best
-text an optimizer could write would move local:qwen2.5-coder-1.5b there at all. Per family and split seed, with the quick preset's split sizes and answer length, it
+math-prealgebra and mbpp, a reasoning and a code family where no edit was accepted. This script
+asks whether the best text an optimizer could write would move local:qwen2.5-coder-1.5b there at
+all. Per family and split seed, with the quick preset's split sizes and answer length, it
 scores on the val and test splits (both development data for split seeds 0-4) three skills:
 
 - `seed`: the seed skill the quick preset uses for the family (skills/default/SKILL.md: none of

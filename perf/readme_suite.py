@@ -179,19 +179,20 @@ def headroom_part(docs: list[dict]) -> list[str]:
             "tasks won/lost", "n", "replies cut at the cap (without, with it)", "the gate on validation"]
     runs = "; ".join(f"`{d['command'].split(' --work')[0]}` (at {d['commit'][:7]})" for d in docs)
     return ["#### What a skill's text can do for the target where the suite learned nothing", "",
-            f"{runs}: the seed skill, and the seed skill "
-            "with one addition written by hand, scored by `skillopt eval` on the same tasks (validation and test, "
-            f"or the one split the command names; development data) with {docs[0]['target']}: `rule` states the family's convention as a person who "
+            f"{runs}: the seed skill, and the seed skill with one addition written by hand, scored by "
+            "`skillopt eval` on the same tasks (validation and test, or the one split the command names; "
+            f"development data) with {docs[0]['target']}: `rule` states the family's convention as a person who "
             "read its expected answers (for mbpp-bash, its checks' feedback) would (the best a rule edit could "
-            "say; for math-prealgebra, the procedure the `working-first` template teaches, with the answer's form; "
-            "for mbpp, whose failures share no convention, the one check a person would ask of every reply), "
-            "`examples` shows the first four train questions with their expected answers (for mbpp-bash, "
-            "their reference functions); `second-rule` (`--learned`) adds a second hand-written rule to the "
-            "`learned` skill, the best skill of the family's 3-epoch row of the suite, read off the failures that "
-            "skill still makes: is there a second edit for this target? * marks an interval above zero. Replies cut "
-            "at the cap (where counted): replies that reached the reply cap, the quick preset's 320 tokens unless "
-            "the row names another (most end before their answer line). The last column, where measured: what the gate, set "
-            "as a run sets it, decides on the validation pairs in a run's order.", "",
+            "say; for math-prealgebra, the procedure the `working-first` template teaches, with the answer's "
+            "form; for mbpp, whose failures share no convention, the one check a person would ask of every "
+            "reply), `examples` shows the first four train questions with their expected answers (for "
+            "mbpp-bash, their reference functions); `second-rule` (`--learned`) adds a second hand-written rule "
+            "to the `learned` skill, the best skill of the family's 3-epoch row of the suite, read off the "
+            "failures that skill still makes: is there a second edit for this target? * marks an interval "
+            "above zero. Replies cut at the cap (where counted): replies that reached the reply cap, the quick "
+            "preset's 320 tokens unless the row names another (most end before their answer line). The last "
+            "column, where measured: what the gate, set as a run sets it, decides on the validation pairs in a "
+            "run's order.", "",
             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(x) + " |" for x in table] + [""]
 
 
