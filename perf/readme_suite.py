@@ -200,10 +200,10 @@ BASES = ("seed", "learned")  # the skill a knowledge_headroom variant adds to
 
 
 def _cap(row: dict) -> str:
-    """", reply cap N" when the row was scored with a cap other than the quick preset's 320."""
-    argv = row.get("eval_argv", [])
-    cap = next((a.split("=", 1)[1] for a in argv if a.startswith("limits.max_tokens=")), "320")
-    return "" if cap == "320" else f", reply cap {cap}"
+    """", reply cap N" when the row was scored with a cap other than the quick preset's 320 (rows written
+    before knowledge_headroom.py recorded `max_tokens` were all scored with 320)."""
+    cap = row.get("max_tokens", 320)
+    return "" if cap == 320 else f", reply cap {cap}"
 
 
 def _capped(base: dict, row: dict) -> str:
